@@ -1,0 +1,191 @@
+"""ChesStresS CSR: Glicko-2 per speed (seed 000 "How CSR works"; decisions in RULES.md, CSR section)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from worker.ratings import glicko2
+from worker.ratings.inputs import GameFinished, TimeControl
+from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
+
+SYSTEM = "csr"
+# Speed order (RULES.md "Start in a new category"): distance in this list decides the weights.
+CATEGORIES = ("bullet", "blitz", "rapid", "classical", "correspondence")
+DAY = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class CsrParams:
+    """The seed's parameter table; every value a documented setting (RULES.md)."""
+
+    start_rating: float = 1500.0
+    start_rd: float = 350.0
+    start_volatility: float = 0.06
+    tau: float = 0.5
+    rd_floor: float = 45.0
+    rd_cap: float = 350.0  # for inactivity growth only
+    provisional_above: float = 110.0
+    white_advantage: float = 35.0
+    rating_floor: float = 100.0
+    floor_below_peak: float = 400.0
+    other_start_min_games: int = 5
+    other_start_rd: float = 250.0
+
+
+PARAMS = CsrParams()
+
+SCORES = {"1-0": (1.0, 0.0), "0-1": (0.0, 1.0), "1/2-1/2": (0.5, 0.5)}
+
+
+def estimated_length(tc: TimeControl) -> int | None:
+    """Base seconds plus 40 increments (an average of 40 moves); None for correspondence."""
+    if tc.days_per_move is not None:
+        return None
+    return (tc.base_seconds or 0) + 40 * (tc.increment_seconds or 0)
+
+
+def category(tc: TimeControl) -> str:
+    """Seed table "CSR category": < 180 s Bullet, < 480 s Blitz, <= 1500 s Rapid, else Classical."""
+    length = estimated_length(tc)
+    if length is None:
+        return "correspondence"
+    if length < 180:
+        return "bullet"
+    if length < 480:
+        return "blitz"
+    if length <= 1500:
+        return "rapid"
+    return "classical"
+
+
+def unrated_reason(game: GameFinished, closed: Mapping[str, float]) -> str | None:
+    """RULES.md: casual, other variants, guests and fair-play-closed accounts are not rated."""
+    if not game.rated:
+        return "casual"
+    if game.variant != "standard":
+        return "variant"
+    if game.white_guest or game.black_guest:
+        return "guest"
+    if game.white_id in closed or game.black_id in closed:
+        return "closed_account"
+    return None
+
+
+def is_provisional(rd: float, params: CsrParams = PARAMS) -> bool:
+    return rd > params.provisional_above
+
+
+def floor_for_peak(peak: float | None, params: CsrParams = PARAMS) -> float | None:
+    """Seed "Rating floor": 400 below the peak established rating, down to the hundred, at least 100."""
+    if peak is None:
+        return None
+    return max(params.rating_floor, math.floor((peak - params.floor_below_peak) / 100.0) * 100.0)
+
+
+def apply_floor(old_rating: float, new_rating: float, peak: float | None, params: CsrParams = PARAMS) -> float:
+    """A result that would go below the floor (at least 100, or the peak's floor) stops at it.
+
+    A rating already below its floor (after an import) is neither lowered nor lifted by it:
+    the effective floor is then the rating itself (RULES.md, CSR "Floor").
+    """
+    floor = floor_for_peak(peak, params) or params.rating_floor
+    if new_rating >= floor:
+        return new_rating
+    return min(floor, max(old_rating, new_rating))
+
+
+def start_state(
+    player_id: str, cat: str, states: Mapping[StateKey, RatingState], params: CsrParams = PARAMS
+) -> RatingState:
+    """The state of a category never played: 1500 / 350 / 0.06, or the start from other ratings.
+
+    Seed "Starting from your other ratings" and RULES.md: the average of the categories with at least
+    5 games, weighted by speed distance (1, 0.5, then 0.25) times 1 / RD^2 (as stored), RD 250.
+    """
+    here = CATEGORIES.index(cat)
+    weight_sum = 0.0
+    weighted = 0.0
+    for i, other in enumerate(CATEGORIES):
+        if other == cat:
+            continue
+        st = states.get(StateKey(player_id, SYSTEM, other))
+        if st is None or st.games < params.other_start_min_games:
+            continue
+        distance = abs(i - here)
+        w = (1.0 if distance == 1 else 0.5 if distance == 2 else 0.25) / (st.rd * st.rd)
+        weight_sum += w
+        weighted += w * st.rating
+    if weight_sum == 0.0:
+        return RatingState(params.start_rating, params.start_rd, params.start_volatility)
+    return RatingState(weighted / weight_sum, params.other_start_rd, params.start_volatility)
+
+
+def current_state(
+    player_id: str, cat: str, states: Mapping[StateKey, RatingState], params: CsrParams = PARAMS
+) -> RatingState:
+    st = states.get(StateKey(player_id, SYSTEM, cat))
+    return st if st is not None else start_state(player_id, cat, states, params)
+
+
+def own_rd(state: RatingState, at: float, params: CsrParams = PARAMS) -> float:
+    """The player's own RD, grown for the days since his last rated game in the category."""
+    if state.last_at is None:
+        return state.rd
+    days = max(0.0, (at - state.last_at) / DAY)
+    return glicko2.rd_after_inactivity(state.rd, state.volatility, days, params.rd_cap)
+
+
+def updated_state(
+    before: RatingState, opponent: RatingState, score: float, advantage: float, at: float, params: CsrParams
+) -> RatingState:
+    """One player's side of one game: grow own RD, one Glicko-2 period, RD floor, rating floor, peak."""
+    result = glicko2.rate(
+        before.rating,
+        own_rd(before, at, params),
+        before.volatility,
+        (glicko2.Encounter(opponent.rating, opponent.rd, score, 1.0, advantage),),
+        params.tau,
+    )
+    rd = max(result.rd, params.rd_floor)
+    rating = apply_floor(before.rating, result.rating, before.peak, params)
+    peak = before.peak
+    if not is_provisional(rd, params):
+        peak = rating if peak is None else max(peak, rating)
+    last_at = at if before.last_at is None else max(before.last_at, at)
+    return RatingState(rating, rd, result.volatility, before.games + 1, peak, last_at, before.version + 1)
+
+
+def change(key: StateKey, before: RatingState, after: RatingState, params: CsrParams = PARAMS) -> RatingChange:
+    return RatingChange(key, before, after, is_provisional(after.rd, params), floor_for_peak(after.peak, params))
+
+
+def state_keys(game: GameFinished) -> list[StateKey]:
+    """Every CSR state the game may read: all categories of both players (a new category starts from them)."""
+    return [StateKey(p, SYSTEM, c) for p in (game.white_id, game.black_id) for c in CATEGORIES]
+
+
+def rate_game(
+    game: GameFinished,
+    states: Mapping[StateKey, RatingState],
+    closed: Mapping[str, float] = {},  # noqa: B006 - read-only
+    params: CsrParams = PARAMS,
+) -> Outcome:
+    """Rate one finished game: both players against each other's stored values, White +35 in expectation."""
+    reason = unrated_reason(game, closed)
+    if reason is not None:
+        return Outcome(unrated_reason=reason)
+    cat = category(game.time_control)
+    white = current_state(game.white_id, cat, states, params)
+    black = current_state(game.black_id, cat, states, params)
+    white_score, black_score = SCORES[game.result]
+    at = game.finished_at
+    white_after = updated_state(white, black, white_score, params.white_advantage, at, params)
+    black_after = updated_state(black, white, black_score, -params.white_advantage, at, params)
+    return Outcome(
+        changes=(
+            change(StateKey(game.white_id, SYSTEM, cat), white, white_after, params),
+            change(StateKey(game.black_id, SYSTEM, cat), black, black_after, params),
+        )
+    )

@@ -1,0 +1,86 @@
+"""The one interface the engine reads and writes state through.
+
+Two implementations: `postgres.PostgresStore` (row locks, one transaction per batch) and
+`memory.MemoryStore` (the offline `replay` command and fast tests). `worker.engine.apply_batch`
+drives either through exactly these calls, in this order, inside `store.transaction()`:
+
+    lock_players(sorted ids) -> processed(ids) -> closed_accounts(ids) -> load_states(keys)
+    -> (pure engine) -> save(states, records, processed, closures)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from worker.ratings.state import RatingState, StateKey
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRecord:
+    """One row of history, which doubles as the outbox: a `rating.changed` ready to publish."""
+
+    event_id: str  # the rating.changed CloudEvent id: stable for the same cause and rating
+    key: StateKey
+    version: int
+    rating: float | None
+    delta: float
+    cause_type: str
+    cause_source: str
+    cause_id: str
+    cause_ref: str | None
+    changed_at: float  # epoch seconds of the cause
+    payload: bytes  # the encoded CloudEvent (orjson), published as is
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessedMessage:
+    source: str
+    id: str
+    type: str
+    outcome: str  # applied | unrated
+
+
+@dataclass(frozen=True, slots=True)
+class Unpublished:
+    row_id: int
+    player_id: str
+    payload: bytes
+
+
+class StoreTx(Protocol):
+    async def lock_players(self, player_ids: Sequence[str]) -> None:
+        """Lock every player's rows, in the given (sorted) order, until the transaction ends."""
+
+    async def processed(self, ids: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which of these (source, id) pairs were already processed (rated or not)."""
+
+    async def closed_accounts(self, player_ids: Sequence[str]) -> dict[str, float]:
+        """Players among these closed for fair play, with the closure time (epoch seconds)."""
+
+    async def load_states(self, keys: Iterable[StateKey]) -> dict[StateKey, RatingState]:
+        """The stored states of these keys; keys never rated are absent."""
+
+    async def save(
+        self,
+        states: dict[StateKey, RatingState],
+        records: Sequence[ChangeRecord],
+        processed: Sequence[ProcessedMessage],
+        closures: dict[str, float],
+    ) -> list[int]:
+        """Write new states, history/outbox rows, processed ids and fair-play closures.
+
+        Returns the history row ids of `records`, in order (for marking them published).
+        """
+
+
+class StateStore(Protocol):
+    def transaction(self) -> AbstractAsyncContextManager[StoreTx]:
+        """One transaction: commits when the block exits normally, rolls back on an exception."""
+
+    async def mark_published(self, row_ids: Sequence[int]) -> None: ...
+
+    async def unpublished(self, limit: int, older_than_seconds: float) -> list[Unpublished]:
+        """History rows not yet marked published, oldest first, created at least that long ago."""

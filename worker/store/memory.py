@@ -1,0 +1,68 @@
+"""The in-memory state store: `replay` and fast tests. Same port as PostgreSQL, no locks needed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import asynccontextmanager
+
+from worker.ratings.state import RatingState, StateKey
+from worker.store.base import ChangeRecord, ProcessedMessage, Unpublished
+
+
+class _MemoryTx:
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._pending: tuple | None = None
+
+    async def lock_players(self, player_ids: Sequence[str]) -> None:
+        return None
+
+    async def processed(self, ids: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        return {i for i in ids if i in self._store.processed_ids}
+
+    async def closed_accounts(self, player_ids: Sequence[str]) -> dict[str, float]:
+        return {p: self._store.closures[p] for p in player_ids if p in self._store.closures}
+
+    async def load_states(self, keys: Iterable[StateKey]) -> dict[StateKey, RatingState]:
+        return {k: self._store.states[k] for k in keys if k in self._store.states}
+
+    async def save(self, states, records, processed, closures) -> list[int]:
+        # Applied only when the transaction ends normally, like a commit.
+        start = len(self._store.history)
+        self._pending = (dict(states), list(records), list(processed), dict(closures))
+        return list(range(start + 1, start + 1 + len(records)))
+
+    def commit(self) -> None:
+        if self._pending is None:
+            return
+        states, records, processed, closures = self._pending
+        self._store.states.update(states)
+        self._store.history.extend(records)
+        self._store.processed_ids.update((p.source, p.id) for p in processed)
+        self._store.closures.update(closures)
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.states: dict[StateKey, RatingState] = {}
+        self.history: list[ChangeRecord] = []
+        self.processed_ids: set[tuple[str, str]] = set()
+        self.closures: dict[str, float] = {}
+        self.published: set[int] = set()
+
+    @asynccontextmanager
+    async def transaction(self):
+        tx = _MemoryTx(self)
+        yield tx
+        tx.commit()
+
+    async def mark_published(self, row_ids: Sequence[int]) -> None:
+        self.published.update(row_ids)
+
+    async def unpublished(self, limit: int, older_than_seconds: float) -> list[Unpublished]:
+        rows = [
+            Unpublished(i, r.key.player_id, r.payload)
+            for i, r in enumerate(self.history, start=1)
+            if i not in self.published
+        ]
+        return rows[:limit]
