@@ -1,0 +1,166 @@
+"""Settings from environment variables and matching flags, validated once at start-up.
+
+Every setting has a documented default (README "Configuration"); an invalid one stops the process
+with one clear line naming the variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, fields
+from urllib.parse import urlparse
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Config:
+    database_url: str = ""
+    kafka_bootstrap_servers: str = ""
+    kafka_input_topics: tuple[str, ...] = ("games.finished", "events.finished", "puzzles.attempted", "accounts.closed")
+    kafka_output_topic: str = "ratings.changed"
+    kafka_dlq_topic: str = "ratings.dlq"
+    kafka_group_id: str = "rating-worker"
+    metrics_port: int = 9464
+    metrics_host: str = "0.0.0.0"
+    batch_size: int = 1000
+    batch_wait_ms: int = 50
+    max_message_bytes: int = 1_048_576
+    db_pool_size: int = 4
+    relay_interval_s: float = 5.0
+    relay_min_age_s: float = 10.0
+    retry_backoff_max_s: float = 10.0
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str = ""
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: str = ""
+    kafka_ssl_cafile: str = ""
+    kafka_ssl_certfile: str = ""
+    kafka_ssl_keyfile: str = ""
+    log_level: str = "INFO"
+    migrate: bool = False
+
+
+HELP = {
+    "database_url": "PostgreSQL URL, e.g. postgresql://user:pass@host:5432/ratings?sslmode=require (required)",
+    "kafka_bootstrap_servers": "Kafka bootstrap servers, host:port[,host:port] (required)",
+    "kafka_input_topics": "comma-separated input topics",
+    "kafka_output_topic": "topic for rating.changed",
+    "kafka_dlq_topic": "dead-letter topic for bad messages",
+    "kafka_group_id": "consumer group id",
+    "metrics_port": "port of /metrics, /healthz, /readyz (0 disables)",
+    "metrics_host": "address the metrics server binds",
+    "batch_size": "most messages applied in one PostgreSQL transaction",
+    "batch_wait_ms": "longest wait for a batch to fill, in milliseconds",
+    "max_message_bytes": "record values larger than this are dead-lettered",
+    "db_pool_size": "PostgreSQL connections",
+    "relay_interval_s": "how often the outbox relay looks for unpublished changes",
+    "relay_min_age_s": "the relay publishes only rows at least this old (the live path owns newer ones)",
+    "retry_backoff_max_s": "longest pause between retries during a database or broker outage",
+    "kafka_security_protocol": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+    "kafka_sasl_mechanism": "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+    "kafka_sasl_username": "SASL user",
+    "kafka_sasl_password": "SASL password",
+    "kafka_ssl_cafile": "CA bundle for SSL",
+    "kafka_ssl_certfile": "client certificate for SSL",
+    "kafka_ssl_keyfile": "client key for SSL",
+    "log_level": "DEBUG, INFO, WARNING or ERROR",
+    "migrate": "apply pending migrations before starting (default: refuse an out-of-date schema)",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting, `--batch-size` for BATCH_SIZE; the environment fills what flags leave out."""
+    for f in fields(Config):
+        env = f.name.upper()
+        flag = "--" + f.name.replace("_", "-")
+        if f.type == "bool":
+            parser.add_argument(flag, action="store_true", default=None, help=f"{HELP[f.name]} [env {env}]")
+            continue
+        default = ",".join(f.default) if isinstance(f.default, tuple) else f.default
+        parser.add_argument(flag, default=None, metavar=env, help=f"{HELP[f.name]} [env {env}; default {default!r}]")
+
+
+def _convert(name: str, kind: str, raw: str):
+    try:
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+        if kind == "bool":
+            return raw if isinstance(raw, bool) else raw.strip().lower() in ("1", "true", "yes", "on")
+        if kind.startswith("tuple"):
+            return tuple(t.strip() for t in raw.split(",") if t.strip())
+    except ValueError:
+        raise ConfigError(f"{name.upper()}={raw!r}: expected {kind.split('[')[0]}") from None
+    return raw
+
+
+def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = None, **overrides) -> Config:
+    env = os.environ if env is None else env
+    values = {}
+    for f in fields(Config):
+        raw = overrides.get(f.name)
+        if raw is None and args is not None:
+            raw = getattr(args, f.name, None)
+        if raw is None:
+            raw = env.get(f.name.upper())
+        if raw is not None:
+            values[f.name] = raw if not isinstance(raw, str) else _convert(f.name, f.type, raw)
+    config = Config(**values)
+    validate(config)
+    return config
+
+
+def validate(c: Config) -> None:
+    if not c.database_url:
+        raise ConfigError("DATABASE_URL is not set: give the PostgreSQL URL (postgresql://user:pass@host/db)")
+    if urlparse(c.database_url).scheme not in ("postgres", "postgresql"):
+        raise ConfigError(f"DATABASE_URL must start with postgresql://, got {c.database_url.split(':')[0]!r}")
+    if not c.kafka_bootstrap_servers:
+        raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set: give host:port of the Kafka brokers")
+    for server in c.kafka_bootstrap_servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"KAFKA_BOOTSTRAP_SERVERS: {server!r} is not host:port")
+    if not c.kafka_input_topics:
+        raise ConfigError("KAFKA_INPUT_TOPICS is empty")
+    topics = set(c.kafka_input_topics)
+    if c.kafka_output_topic in topics or c.kafka_dlq_topic in topics:
+        raise ConfigError("KAFKA_OUTPUT_TOPIC and KAFKA_DLQ_TOPIC must not be input topics (a loop)")
+    if not 0 <= c.metrics_port <= 65535:
+        raise ConfigError(f"METRICS_PORT={c.metrics_port}: must be 0..65535")
+    for name in ("batch_size", "batch_wait_ms", "max_message_bytes", "db_pool_size"):
+        if getattr(c, name) < 1:
+            raise ConfigError(f"{name.upper()}={getattr(c, name)}: must be at least 1")
+    if c.db_pool_size < 2:
+        raise ConfigError("DB_POOL_SIZE must be at least 2 (the batch and the outbox relay each need one)")
+    if c.kafka_security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ConfigError(f"KAFKA_SECURITY_PROTOCOL={c.kafka_security_protocol!r}: not a Kafka protocol")
+    if c.kafka_security_protocol.startswith("SASL") and not (c.kafka_sasl_mechanism and c.kafka_sasl_username):
+        raise ConfigError("KAFKA_SASL_MECHANISM and KAFKA_SASL_USERNAME are required with SASL")
+    if c.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError(f"LOG_LEVEL={c.log_level!r}: DEBUG, INFO, WARNING or ERROR")
+
+
+def kafka_security(c: Config) -> dict:
+    """aiokafka keyword arguments for the security settings."""
+    kw: dict = {"security_protocol": c.kafka_security_protocol}
+    if c.kafka_security_protocol in ("SSL", "SASL_SSL"):
+        from aiokafka.helpers import create_ssl_context
+
+        kw["ssl_context"] = create_ssl_context(
+            cafile=c.kafka_ssl_cafile or None,
+            certfile=c.kafka_ssl_certfile or None,
+            keyfile=c.kafka_ssl_keyfile or None,
+        )
+    if c.kafka_security_protocol.startswith("SASL"):
+        kw.update(
+            sasl_mechanism=c.kafka_sasl_mechanism,
+            sasl_plain_username=c.kafka_sasl_username,
+            sasl_plain_password=c.kafka_sasl_password,
+        )
+    return kw

@@ -1,0 +1,118 @@
+"""Prometheus metrics, /healthz and /readyz, and JSON logs (one line per notable event)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+class Metrics:
+    """The worker's metrics, in their own registry so that tests can run several workers in one process."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.messages = Counter(
+            "rating_worker_messages", "Input messages by type and outcome", ["type", "outcome", "reason"], registry=r
+        )
+        self.batch_size = Histogram(
+            "rating_worker_batch_size", "Messages per batch", buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 5000),
+            registry=r,
+        )
+        self.batch_seconds = Histogram(
+            "rating_worker_batch_duration_seconds", "Consume-to-offset-commit time of a batch",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=r,
+        )
+        self.event_lag = Histogram(
+            "rating_worker_event_lag_seconds", "Now minus the cause's time when its change is published",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600, 86400), registry=r,
+        )
+        self.consumer_lag = Gauge(
+            "rating_worker_consumer_lag", "Records behind the end of the partition", ["topic", "partition"], registry=r
+        )
+        self.db_retries = Counter("rating_worker_db_retries", "Batches retried after a database error", registry=r)
+        self.broker_retries = Counter("rating_worker_broker_retries", "Broker operations retried", registry=r)
+        self.outbox_backlog = Gauge("rating_worker_outbox_backlog", "History rows not yet published", registry=r)
+        self.rating_changes = Counter(
+            "rating_worker_rating_changes", "Published rating changes", ["system", "category"], registry=r
+        )
+        self.dead_letters = Counter("rating_worker_dead_letters", "Messages sent to the DLQ", ["error_class"], registry=r)
+        self.ready = Gauge("rating_worker_ready", "1 while the worker can make progress", registry=r)
+
+
+class HealthServer:
+    """A tiny HTTP/1.0 server: /metrics, /healthz (process alive), /readyz (database and broker usable)."""
+
+    def __init__(self, metrics: Metrics, host: str, port: int) -> None:
+        self.metrics = metrics
+        self.host, self.port = host, port
+        self.is_ready = False
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def set_ready(self, ready: bool) -> None:
+        self.is_ready = ready
+        self.metrics.ready.set(1 if ready else 0)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), 5)
+            path = line.split(b" ")[1].decode() if line.count(b" ") >= 2 else "/"
+            if path.startswith("/metrics"):
+                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+            elif path.startswith("/healthz"):
+                status, ctype, body = "200 OK", "text/plain", b"ok\n"
+            elif path.startswith("/readyz"):
+                ok = self.is_ready
+                status = "200 OK" if ok else "503 Service Unavailable"
+                ctype, body = "text/plain", b"ready\n" if ok else b"not ready\n"
+            else:
+                status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
+            head = f"HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n"
+            writer.write(head.encode() + body)
+            await writer.drain()
+        except (TimeoutError, ConnectionError, IndexError):
+            pass
+        finally:
+            writer.close()
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if fields:
+            entry.update(fields)
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry, default=str).decode()
+
+
+def setup_logging(level: str = "INFO", json: bool = True) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if json else logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+
+
+def log(logger: logging.Logger, level: int, msg: str, **fields) -> None:
+    logger.log(level, msg, extra={"fields": fields})

@@ -1,0 +1,310 @@
+"""The streaming shell: consume a batch -> one PostgreSQL transaction -> publish -> commit offsets.
+
+Delivery guarantee: a message's rating changes are committed in PostgreSQL together with its
+(source, id) before its offset is committed, so a crash anywhere redelivers it and the dedupe makes
+the second delivery a no-op (effectively once). Changes are published after the database commit and
+before the offset commit; a crash in between leaves outbox rows unpublished, which the relay
+publishes (at least once, with stable ids so that consumers can drop duplicates).
+
+Knows nothing about rating math: `worker.engine.apply_batch` does that through the state port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import asyncpg
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+
+from worker.config import Config, kafka_security
+from worker.engine import BatchResult, apply_batch, system_for
+from worker.messages import BadMessage, decode
+from worker.observability import HealthServer, Metrics, log
+from worker.store.base import ChangeRecord, StateStore
+
+logger = logging.getLogger("rating_worker.pipeline")
+T = TypeVar("T")
+
+DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ConnectionError, TimeoutError)
+
+
+class Stopping(Exception):
+    """Raised inside a retry loop when shutdown was asked for: the batch in hand is abandoned, uncommitted."""
+
+
+class _FinishBatchBeforeRevoke(ConsumerRebalanceListener):
+    """Partitions are given away only after the batch in hand is applied, published and committed."""
+
+    def __init__(self, lock: asyncio.Lock) -> None:
+        self._lock = lock
+
+    async def on_partitions_revoked(self, revoked) -> None:
+        async with self._lock:
+            pass
+
+    async def on_partitions_assigned(self, assigned) -> None:
+        pass
+
+
+class Pipeline:
+    def __init__(self, config: Config, store: StateStore, metrics: Metrics, health: HealthServer | None = None):
+        self.config = config
+        self.store = store
+        self.metrics = metrics
+        self.health = health
+        self._lock = asyncio.Lock()
+        self._stopping = asyncio.Event()
+        self.consumer: AIOKafkaConsumer | None = None
+        self.producer: AIOKafkaProducer | None = None
+        self.batches = 0
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask for a clean stop: the batch in hand finishes and commits, then the loop ends."""
+        self._stopping.set()
+
+    async def start(self) -> None:
+        c = self.config
+        security = kafka_security(c)
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=c.kafka_bootstrap_servers,
+            acks="all",
+            enable_idempotence=False,  # ids are stable and consumers dedupe; see README "Delivery"
+            linger_ms=5,
+            max_batch_size=1_048_576,
+            max_request_size=c.max_message_bytes + 65536,
+            request_timeout_ms=30000,
+            **security,
+        )
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=c.kafka_bootstrap_servers,
+            group_id=c.kafka_group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=max(1_048_576, c.max_message_bytes + 65536),
+            fetch_max_bytes=52_428_800,
+            session_timeout_ms=30000,
+            heartbeat_interval_ms=3000,
+            max_poll_interval_ms=600000,
+            **security,
+        )
+        await self._retry_broker("start producer", self.producer.start)
+        await self._retry_broker("start consumer", self.consumer.start)
+        self.consumer.subscribe(list(c.kafka_input_topics), listener=_FinishBatchBeforeRevoke(self._lock))
+        self._set_ready(True)
+        log(logger, logging.INFO, "worker started", topics=list(c.kafka_input_topics), group=c.kafka_group_id)
+
+    async def close(self) -> None:
+        if self.consumer is not None:
+            try:
+                await self.consumer.stop()
+            except KafkaError as exc:
+                log(logger, logging.WARNING, "consumer stop failed", error=repr(exc))
+        if self.producer is not None:
+            try:
+                await self.producer.stop()
+            except KafkaError as exc:
+                log(logger, logging.WARNING, "producer stop failed", error=repr(exc))
+
+    async def run(self) -> None:
+        """Consume until `stop()`. Background: the outbox relay and the lag gauges."""
+        helpers = [asyncio.create_task(self._relay_loop()), asyncio.create_task(self._lag_loop())]
+        try:
+            while not self._stopping.is_set():
+                try:
+                    batch = await self.consumer.getmany(
+                        timeout_ms=self.config.batch_wait_ms, max_records=self.config.batch_size
+                    )
+                except KafkaError as exc:
+                    self.metrics.broker_retries.inc()
+                    self._set_ready(False)
+                    log(logger, logging.WARNING, "fetch failed, retrying", error=repr(exc))
+                    await self._sleep(1.0)
+                    continue
+                if not batch:
+                    continue
+                async with self._lock:
+                    try:
+                        await self.process(batch)
+                    except Stopping:
+                        break
+        finally:
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            log(logger, logging.INFO, "worker stopped", batches=self.batches)
+
+    # ---- one batch -------------------------------------------------------------------------------
+
+    async def process(self, batch: dict[TopicPartition, list]) -> BatchResult:
+        started = time.perf_counter()
+        good, dead, offsets = [], [], {}
+        for tp, records in batch.items():
+            for record in records:
+                try:
+                    message = decode(record.value, self.config.max_message_bytes)
+                    if system_for(message) is None:
+                        raise BadMessage("unsupported", f"{message.type}: no rating system for it in this version")
+                    good.append(message)
+                except BadMessage as exc:
+                    dead.append((record, exc))
+            offsets[tp] = records[-1].offset + 1
+        if dead:
+            await self._dead_letter(dead)
+        result = await self._retry_db("apply batch", lambda: apply_batch(self.store, good)) if good else BatchResult()
+        self._count(good, result)
+        await self._publish(result.records)
+        if result.row_ids:
+            await self._retry_db("mark published", lambda: self.store.mark_published(result.row_ids))
+        await self._commit(offsets)
+        self.batches += 1
+        self.metrics.batch_size.observe(len(good) + len(dead))
+        self.metrics.batch_seconds.observe(time.perf_counter() - started)
+        return result
+
+    def _count(self, good, result: BatchResult) -> None:
+        m = self.metrics.messages
+        for message, outcome, reason in zip(good, result.outcomes, result.unrated_reasons, strict=True):
+            m.labels(message.type, outcome, reason or "").inc()
+
+    async def _dead_letter(self, dead: Sequence) -> None:
+        """Copy each bad record, bytes unchanged, to the DLQ with Kafka Connect style headers."""
+        topic = self.config.kafka_dlq_topic
+
+        async def send_all() -> None:
+            futures = []
+            for record, exc in dead:
+                headers = [
+                    ("error.class", exc.error_class.encode()),
+                    ("error.message", exc.reason.encode()),
+                    ("source.topic", record.topic.encode()),
+                    ("source.partition", str(record.partition).encode()),
+                    ("source.offset", str(record.offset).encode()),
+                ]
+                futures.append(await self.producer.send(topic, value=record.value, key=record.key, headers=headers))
+            await asyncio.gather(*futures)
+
+        await self._retry_broker("dead-letter", send_all)
+        for record, exc in dead:
+            self.metrics.messages.labels("unknown", "dead_lettered", exc.error_class).inc()
+            self.metrics.dead_letters.labels(exc.error_class).inc()
+            log(
+                logger, logging.WARNING, "bad message dead-lettered",
+                topic=record.topic, partition=record.partition, offset=record.offset,
+                error_class=exc.error_class, reason=exc.reason,
+            )
+
+    async def _publish(self, records: Sequence[ChangeRecord]) -> None:
+        if not records:
+            return
+        topic = self.config.kafka_output_topic
+
+        async def send_all() -> None:
+            futures = [
+                await self.producer.send(topic, value=r.payload, key=r.key.player_id.encode()) for r in records
+            ]
+            await asyncio.gather(*futures)
+
+        await self._retry_broker("publish", send_all)
+        now = time.time()
+        for r in records:
+            self.metrics.rating_changes.labels(r.key.system, r.key.category).inc()
+            self.metrics.event_lag.observe(max(0.0, now - r.changed_at))
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            await self._retry_broker("commit offsets", lambda: self.consumer.commit(offsets))
+        except (CommitFailedError, IllegalStateError) as exc:
+            # The partitions went to another worker: it will see these messages again and skip them
+            # as duplicates (their ids are in the database), so nothing is lost or applied twice.
+            log(logger, logging.WARNING, "offset commit refused after a rebalance", error=repr(exc))
+
+    # ---- outbox relay, lag ---------------------------------------------------------------------
+
+    async def relay_once(self, min_age_s: float) -> int:
+        rows = await self.store.unpublished(1000, min_age_s)
+        if not rows:
+            return 0
+        topic = self.config.kafka_output_topic
+
+        async def send_all() -> None:
+            futures = [await self.producer.send(topic, value=r.payload, key=r.player_id.encode()) for r in rows]
+            await asyncio.gather(*futures)
+
+        await self._retry_broker("relay publish", send_all)
+        await self.store.mark_published([r.row_id for r in rows])
+        log(logger, logging.INFO, "relay published changes left unpublished", count=len(rows))
+        return len(rows)
+
+    async def _relay_loop(self) -> None:
+        min_age = 0.0  # at start-up, everything unpublished is a crash's leftover
+        while not self._stopping.is_set():
+            try:
+                while await self.relay_once(min_age) >= 1000:
+                    pass
+                backlog = getattr(self.store, "outbox_backlog", None)
+                if backlog is not None:
+                    self.metrics.outbox_backlog.set(await backlog())
+            except DB_ERRORS + (KafkaError,) as exc:
+                log(logger, logging.WARNING, "relay failed, will retry", error=repr(exc))
+            min_age = self.config.relay_min_age_s
+            await self._sleep(self.config.relay_interval_s)
+
+    async def _lag_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                for tp in self.consumer.assignment():
+                    end = self.consumer.highwater(tp)
+                    if end is not None:
+                        lag = end - await self.consumer.position(tp)
+                        self.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(lag)
+            except (KafkaError, IllegalStateError):
+                pass
+            await self._sleep(5.0)
+
+    # ---- retries -------------------------------------------------------------------------------
+
+    def _set_ready(self, ready: bool) -> None:
+        if self.health is not None:
+            self.health.set_ready(ready)
+        else:
+            self.metrics.ready.set(1 if ready else 0)
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    async def _retry(self, what: str, action: Callable[[], Awaitable[T]], errors, counter) -> T:
+        """Retry a transient failure with capped exponential backoff; not ready meanwhile."""
+        delay = 0.1
+        while True:
+            try:
+                result = await action()
+                if delay > 0.1:
+                    self._set_ready(True)
+                    log(logger, logging.INFO, f"{what}: recovered")
+                return result
+            except errors as exc:
+                if isinstance(exc, CommitFailedError | IllegalStateError):
+                    raise
+                counter.inc()
+                self._set_ready(False)
+                log(logger, logging.WARNING, f"{what} failed, retrying", error=repr(exc), retry_in_s=delay)
+                if self._stopping.is_set():
+                    raise Stopping() from exc
+                await self._sleep(delay)
+                delay = min(delay * 2, self.config.retry_backoff_max_s)
+
+    async def _retry_db(self, what: str, action: Callable[[], Awaitable[T]]) -> T:
+        return await self._retry(what, action, DB_ERRORS, self.metrics.db_retries)
+
+    async def _retry_broker(self, what: str, action: Callable[[], Awaitable[T]]) -> T:
+        return await self._retry(what, action, (KafkaError,), self.metrics.broker_retries)

@@ -1,0 +1,51 @@
+"""Offline replay (CONTRACT.md "Offline replay"): CloudEvents JSON lines in, rating.changed lines out."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from typing import BinaryIO
+
+from worker.engine import apply_batch, system_for
+from worker.messages import BadMessage, decode
+from worker.ratings.inputs import Message
+from worker.store.base import StateStore
+from worker.store.memory import MemoryStore
+
+
+def decoded_lines(lines: Iterable[bytes], errors) -> Iterator[Message]:
+    """Valid messages in order; a bad line is reported with its number and reason, and skipped."""
+    for number, line in enumerate(lines, start=1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            message = decode(line)
+            if system_for(message) is None:
+                raise BadMessage("unsupported", f"{message.type}: no rating system for it in this version")
+        except BadMessage as exc:
+            errors.write(f"line {number}: {exc.error_class}: {exc.reason}\n")
+            continue
+        yield message
+
+
+async def replay(
+    lines: Iterable[bytes], out: BinaryIO, store: StateStore | None = None, chunk: int = 1000, errors=sys.stderr
+) -> StateStore:
+    """Apply in order, `chunk` messages per transaction (the same engine as the worker), write changes."""
+    store = store if store is not None else MemoryStore()
+    pending: list[Message] = []
+
+    async def flush() -> None:
+        if pending:
+            result = await apply_batch(store, pending)
+            for record in result.records:
+                out.write(record.payload + b"\n")
+            pending.clear()
+
+    for message in decoded_lines(lines, errors):
+        pending.append(message)
+        if len(pending) >= chunk:
+            await flush()
+    await flush()
+    return store
