@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import asynccontextmanager
 
 from worker.ratings.state import RatingState, StateKey
-from worker.store.base import ChangeRecord, ProcessedMessage, Unpublished
+from worker.store.base import ChangeRecord, Unpublished
 
 
 class _MemoryTx:

@@ -1,0 +1,242 @@
+"""The PostgreSQL state store: one READ COMMITTED transaction per batch, players locked in order.
+
+Round trips of one batch (`worker.engine.apply_batch`), whatever its size:
+
+    BEGIN
+    lock_players     2  insert the missing players, then SELECT ... FOR UPDATE (returns closures)
+    processed        1
+    closed_accounts  0  answered from what lock_players returned
+    load_states      1
+    save             1  states, history/outbox, processed ids, closures: one statement
+    COMMIT
+
+A batch travels as one jsonb parameter per group of rows (JSON arrays written by orjson through the
+connection's jsonb codec) expanded by jsonb_array_elements() on the server; payloads as one bytea.
+See the header of `sql/queries.sql` for why (and the measurements). The SQL is all there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+import orjson
+
+from worker.ratings.state import RatingState, StateKey
+from worker.store.base import ChangeRecord, ProcessedMessage, Unpublished
+from worker.store.queries import QUERIES
+
+FAIR_PLAY = "fair_play"
+
+
+def _encode_jsonb(value: Any) -> bytes:
+    # jsonb binary format: a version byte (1) then the JSON text.
+    return b"\x01" + orjson.dumps(value)
+
+
+def _decode_jsonb(data: bytes) -> Any:
+    return orjson.loads(data[1:])
+
+
+async def init_connection(conn: asyncpg.Connection) -> None:
+    """Per connection: jsonb <-> Python values with orjson, in the binary format.
+
+    Without it asyncpg wants jsonb as str (and a dict would have to be dumped by hand, twice-encoded
+    if dumped into a json string by mistake); with it `extra` goes in and out as a dict.
+    """
+    await conn.set_type_codec(
+        "jsonb", schema="pg_catalog", encoder=_encode_jsonb, decoder=_decode_jsonb, format="binary"
+    )
+
+
+class PostgresTx:
+    """The `StoreTx` of one batch transaction, on one connection."""
+
+    __slots__ = ("_conn", "_locked")
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+        # Players locked by this transaction -> fair-play closure time or None. Their rows can not
+        # change under us until we commit, so closed_accounts answers from here.
+        self._locked: dict[str, float | None] = {}
+
+    @property
+    def connection(self) -> asyncpg.Connection:
+        return self._conn
+
+    async def lock_players(self, player_ids: Sequence[str]) -> None:
+        if not player_ids:
+            return
+        ids = list(player_ids)
+        await self._conn.execute(QUERIES["lock_players_insert"], ids)
+        rows = await self._conn.fetch(QUERIES["lock_players_select"], ids)
+        locked = self._locked
+        for player_id, reason, closed_at in rows:
+            locked[player_id] = closed_at if reason == FAIR_PLAY else None
+
+    async def processed(self, ids: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        if not ids:
+            return set()
+        rows = await self._conn.fetch(QUERIES["processed"], list(ids))
+        return {(source, ident) for source, ident in rows}
+
+    async def closed_accounts(self, player_ids: Sequence[str]) -> dict[str, float]:
+        locked = self._locked
+        closed: dict[str, float] = {}
+        others: list[str] = []
+        for p in player_ids:
+            if p in locked:
+                at = locked[p]
+                if at is not None:
+                    closed[p] = at
+            else:
+                others.append(p)
+        if others:
+            for player_id, closed_at in await self._conn.fetch(QUERIES["closed_accounts"], others):
+                closed[player_id] = closed_at
+        return closed
+
+    async def load_states(self, keys: Iterable[StateKey]) -> dict[StateKey, RatingState]:
+        # Rows come back keyed by the caller's own key objects (a plain tuple is equal to, and
+        # hashes like, the StateKey NamedTuple, and is ~10x cheaper to build); orjson does not
+        # serialize NamedTuples, hence the plain tuples in the parameter too.
+        wanted = {(k[0], k[1], k[2]): k for k in keys}
+        if not wanted:
+            return {}
+        rows = await self._conn.fetch(QUERIES["load_states"], list(wanted))
+        return {
+            wanted[(p, s, c)]: RatingState(rating, rd, vol, games, peak, last_at, version, extra)
+            for p, s, c, rating, rd, vol, games, peak, last_at, version, extra in rows
+        }
+
+    async def save(
+        self,
+        states: dict[StateKey, RatingState],
+        records: Sequence[ChangeRecord],
+        processed: Sequence[ProcessedMessage],
+        closures: dict[str, float],
+    ) -> list[int]:
+        if not (states or records or processed or closures):
+            return []
+        self._check_locked(states, records, closures)
+        state_rows = [
+            (k[0], k[1], k[2], v.rating, v.rd, v.volatility, v.games, v.peak, v.last_at, v.version, v.extra)
+            for k, v in states.items()
+        ]
+        change_rows = []
+        offset = 0
+        for r in records:
+            k = r.key
+            size = len(r.payload)
+            change_rows.append(
+                (r.event_id, k[0], k[1], k[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
+                 r.cause_id, r.cause_ref, r.changed_at, offset, size)
+            )  # fmt: skip
+            offset += size
+        _check_finite(states, records, closures)
+        rows = await self._conn.fetch(
+            QUERIES["save"],
+            state_rows,
+            [(m.source, m.id, m.type, m.outcome) for m in processed],
+            list(closures.items()),
+            change_rows,
+            b"".join([r.payload for r in records]),
+        )
+        if not records:
+            return []
+        by_event = {event_id: row_id for row_id, event_id in rows}
+        return [by_event[r.event_id] for r in records]
+
+    def _check_locked(
+        self, states: dict[StateKey, RatingState], records: Sequence[ChangeRecord], closures: dict[str, float]
+    ) -> None:
+        """Every player written must be locked by this transaction: an unlocked one could be
+        written by another batch at the same time (lost update, duplicate version), and locking
+        its row here, out of order, could deadlock."""
+        locked = self._locked
+        for p in closures:
+            if p not in locked:
+                raise ValueError(f"closure of player {p!r}, who was not locked in this transaction")
+        for k in states:
+            if k[0] not in locked:
+                raise ValueError(f"state {tuple(k)} written for a player not locked in this transaction")
+        for r in records:
+            if r.key[0] not in locked:
+                raise ValueError(
+                    f"change {r.event_id} for player {r.key[0]!r}, not locked in this transaction"
+                )
+
+
+def _check_finite(
+    states: dict[StateKey, RatingState], records: Sequence[ChangeRecord], closures: dict[str, float]
+) -> None:
+    """Refuse NaN and infinities: JSON has no such numbers (orjson would write null), so they
+    would be stored as NULL, or fail a NOT NULL with a confusing message. One sum per field: any
+    non-finite term makes the sum non-finite; only then look for the culprit."""
+    total = 0.0
+    for v in states.values():
+        total += v.rating + (v.rd or 0.0) + (v.volatility or 0.0) + (v.peak or 0.0) + (v.last_at or 0.0)
+    for r in records:
+        total += (r.rating or 0.0) + r.delta + r.changed_at
+    total += sum(closures.values())
+    if math.isfinite(total):
+        return
+    for k, v in states.items():
+        for name in ("rating", "rd", "volatility", "peak", "last_at"):
+            x = getattr(v, name)
+            if x is not None and not math.isfinite(x):
+                raise ValueError(f"state {tuple(k)} has {name}={x}: not a finite number")
+    for r in records:
+        for name in ("rating", "delta", "changed_at"):
+            x = getattr(r, name)
+            if x is not None and not math.isfinite(x):
+                raise ValueError(f"change {r.event_id} of {tuple(r.key)} has {name}={x}: not a finite number")
+    for p, at in closures.items():
+        if not math.isfinite(at):
+            raise ValueError(f"closure of {p!r} at {at}: not a finite number")
+
+
+class PostgresStore:
+    """`StateStore` on an asyncpg pool. Build with `await PostgresStore.connect(url)`."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    @classmethod
+    async def connect(
+        cls, url: str, min_size: int = 1, max_size: int = 4, **pool_kwargs: Any
+    ) -> PostgresStore:
+        pool = await create_pool(url, min_size=min_size, max_size=max_size, **pool_kwargs)
+        return cls(pool)
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        return self._pool
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[PostgresTx]:
+        async with self._pool.acquire() as conn, conn.transaction(isolation="read_committed"):
+            yield PostgresTx(conn)
+
+    async def mark_published(self, row_ids: Sequence[int]) -> None:
+        if row_ids:
+            await self._pool.execute(QUERIES["mark_published"], list(row_ids))
+
+    async def unpublished(self, limit: int, older_than_seconds: float) -> list[Unpublished]:
+        rows = await self._pool.fetch(QUERIES["unpublished"], limit, float(older_than_seconds))
+        return [Unpublished(row_id, player_id, payload) for row_id, player_id, payload in rows]
+
+
+async def create_pool(url: str, min_size: int = 1, max_size: int = 4, **kwargs: Any) -> asyncpg.Pool:
+    """An asyncpg pool whose connections all have the store's codecs and settings."""
+    settings = {"application_name": "rating-worker", "jit": "off"}
+    settings.update(kwargs.pop("server_settings", None) or {})
+    return await asyncpg.create_pool(
+        url, min_size=min_size, max_size=max_size, init=init_connection, server_settings=settings, **kwargs
+    )
