@@ -22,8 +22,13 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     setup_logging(cfg.log_level)
     from worker.service import run_service
+    from worker.store.migrate import MigrationError
 
-    return asyncio.run(run_service(cfg))
+    try:
+        return asyncio.run(run_service(cfg))
+    except MigrationError as exc:
+        print(f"rating-worker: {exc}", file=sys.stderr)
+        return 3
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -33,6 +33,8 @@ class Config:
     relay_interval_s: float = 5.0
     relay_min_age_s: float = 10.0
     retry_backoff_max_s: float = 10.0
+    kafka_session_timeout_ms: int = 10000
+    kafka_heartbeat_interval_ms: int = 3000
     kafka_security_protocol: str = "PLAINTEXT"
     kafka_sasl_mechanism: str = ""
     kafka_sasl_username: str = ""
@@ -60,6 +62,8 @@ HELP = {
     "relay_interval_s": "how often the outbox relay looks for unpublished changes",
     "relay_min_age_s": "the relay publishes only rows at least this old (the live path owns newer ones)",
     "retry_backoff_max_s": "longest pause between retries during a database or broker outage",
+    "kafka_session_timeout_ms": "consumer group session timeout; a silent worker loses its partitions after it",
+    "kafka_heartbeat_interval_ms": "consumer heartbeat interval (about a third of the session timeout or less)",
     "kafka_security_protocol": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
     "kafka_sasl_mechanism": "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
     "kafka_sasl_username": "SASL user",
@@ -138,6 +142,8 @@ def validate(c: Config) -> None:
             raise ConfigError(f"{name.upper()}={getattr(c, name)}: must be at least 1")
     if c.db_pool_size < 2:
         raise ConfigError("DB_POOL_SIZE must be at least 2 (the batch and the outbox relay each need one)")
+    if c.kafka_heartbeat_interval_ms >= c.kafka_session_timeout_ms:
+        raise ConfigError("KAFKA_HEARTBEAT_INTERVAL_MS must be smaller than KAFKA_SESSION_TIMEOUT_MS")
     if c.kafka_security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         raise ConfigError(f"KAFKA_SECURITY_PROTOCOL={c.kafka_security_protocol!r}: not a Kafka protocol")
     if c.kafka_security_protocol.startswith("SASL") and not (c.kafka_sasl_mechanism and c.kafka_sasl_username):

@@ -89,8 +89,8 @@ class Pipeline:
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=max(1_048_576, c.max_message_bytes + 65536),
             fetch_max_bytes=52_428_800,
-            session_timeout_ms=30000,
-            heartbeat_interval_ms=3000,
+            session_timeout_ms=c.kafka_session_timeout_ms,
+            heartbeat_interval_ms=c.kafka_heartbeat_interval_ms,
             max_poll_interval_ms=600000,
             **security,
         )

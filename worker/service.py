@@ -15,14 +15,18 @@ logger = logging.getLogger("rating_worker.service")
 
 async def connect_store(cfg: Config, stopping: asyncio.Event):
     """Connect with retries (the database may start after us); check or apply migrations."""
-    from worker.store.migrate import ensure_schema
+    from worker.store.migrate import check_schema, migrate
     from worker.store.postgres import PostgresStore
 
     delay = 0.5
     while True:
         try:
             store = await PostgresStore.connect(cfg.database_url, min_size=1, max_size=cfg.db_pool_size)
-            await ensure_schema(cfg.database_url, apply=cfg.migrate)
+            try:
+                await (migrate(store.pool) if cfg.migrate else check_schema(store.pool))
+            except BaseException:
+                await store.close()
+                raise
             return store
         except DB_ERRORS as exc:
             if stopping.is_set():
@@ -32,37 +36,55 @@ async def connect_store(cfg: Config, stopping: asyncio.Event):
             delay = min(delay * 2, cfg.retry_backoff_max_s)
 
 
-async def run_service(cfg: Config, started: asyncio.Event | None = None) -> int:
-    metrics = Metrics()
+async def run_service(
+    cfg: Config,
+    *,
+    started: asyncio.Event | None = None,
+    stop_event: asyncio.Event | None = None,
+    metrics: Metrics | None = None,
+    install_signals: bool = True,
+) -> int:
+    """Run until SIGTERM/SIGINT (or `stop_event`): drain the batch in hand, commit, exit 0."""
+    metrics = metrics or Metrics()
     health = HealthServer(metrics, cfg.metrics_host, cfg.metrics_port) if cfg.metrics_port else None
     if health is not None:
         await health.start()
         log(logger, logging.INFO, "metrics listening", url=f"http://{cfg.metrics_host}:{health.port}/metrics")
-    stopping = asyncio.Event()
+    stopping = stop_event or asyncio.Event()
     pipeline: Pipeline | None = None
+
+    async def stop_when_asked() -> None:
+        await stopping.wait()
+        if pipeline is not None:
+            pipeline.stop()
 
     def on_signal(name: str) -> None:
         log(logger, logging.INFO, "signal received, draining", signal=name)
         stopping.set()
-        if pipeline is not None:
-            pipeline.stop()
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig.name)
-    store = await connect_store(cfg, stopping)
+    if install_signals:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig.name)
+    watcher = asyncio.create_task(stop_when_asked())
+    store = None
     try:
+        store = await connect_store(cfg, stopping)
         pipeline = Pipeline(cfg, store, metrics, health)
         if stopping.is_set():
             return 0
         await pipeline.start()
         if started is not None:
             started.set()
+        if stopping.is_set():
+            pipeline.stop()
         await pipeline.run()
         return 0
     finally:
+        watcher.cancel()
         if pipeline is not None:
             await pipeline.close()
-        await store.close()
+        if store is not None:
+            await store.close()
         if health is not None:
             await health.stop()

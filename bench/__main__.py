@@ -1,0 +1,18 @@
+"""`./dev bench [throughput|latency|engine|all]`: the numbers in the README."""
+
+import asyncio
+import sys
+
+from bench import engine, pipeline
+
+
+def main(argv: list[str]) -> int:
+    what = argv[0] if argv else "all"
+    if what in ("engine", "all"):
+        engine.main()
+    if what in ("throughput", "latency", "pipeline", "all"):
+        asyncio.run(pipeline.main(what))
+    return 0
+
+
+sys.exit(main(sys.argv[1:]))

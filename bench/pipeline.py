@@ -1,0 +1,165 @@
+"""End-to-end throughput and latency of one worker process against the embedded services.
+
+Throughput: N games produced up front, then one `rating-worker run` process consumes them; games/s is
+measured from its first processed message to its last (start-up excluded), end to end (decode, dedupe,
+lock, rate, write, commit, publish, mark published, commit offsets).
+Latency: games produced at a steady rate while the worker runs; for each game the time from its send to
+the arrival of its first rating.changed on the output topic; p50 / p99.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from tests.streams import games, player_of
+from worker import devservices
+from worker.store.migrate import migrate
+
+GAMES = int(os.environ.get("BENCH_GAMES", "50000"))
+PLAYERS = int(os.environ.get("BENCH_PLAYERS", "2000"))
+LATENCY_RATE = int(os.environ.get("BENCH_RATE", "1000"))
+LATENCY_SECONDS = int(os.environ.get("BENCH_SECONDS", "20"))
+
+
+def _worker(env: dict, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "worker", "run"], env={**os.environ, **env},
+                            stdout=open(log, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
+
+
+async def _fresh_db(pg, name: str) -> str:
+    conn = await asyncpg.connect(pg.url)
+    await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    await conn.execute(f'CREATE DATABASE "{name}"')
+    await conn.close()
+    url = pg.url.rsplit("/", 1)[0] + "/" + name
+    await migrate(url)
+    return url
+
+
+async def _produce(bootstrap: str, topic: str, values) -> None:
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=10,
+                         max_batch_size=1_048_576)
+    await p.start()
+    futures = [await p.send(topic, v, key=player_of(v)) for v in values]
+    await asyncio.gather(*futures)
+    await p.stop()
+
+
+def _env(url: str, bootstrap: str, tag: str, **extra) -> dict:
+    env = {"DATABASE_URL": url, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_INPUT_TOPICS": f"in-{tag}",
+           "KAFKA_OUTPUT_TOPIC": f"out-{tag}", "KAFKA_DLQ_TOPIC": f"dlq-{tag}", "KAFKA_GROUP_ID": f"g-{tag}",
+           "METRICS_PORT": "0", "LOG_LEVEL": "WARNING"}
+    env.update({k.upper(): str(v) for k, v in extra.items()})
+    return env
+
+
+async def throughput(pg, broker, log: Path, batch_size: int = 1000) -> float:
+    tag = f"tp{batch_size}"
+    url = await _fresh_db(pg, f"bench_{tag}")
+    await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
+    values = games(GAMES, PLAYERS, seed=3)
+    await _produce(broker.bootstrap_servers, f"in-{tag}", values)
+    proc = _worker(_env(url, broker.bootstrap_servers, tag, batch_size=batch_size), log)
+    conn = await asyncpg.connect(url)
+    first = None
+    last_print = 0.0
+    try:
+        while True:
+            n = await conn.fetchval("SELECT count(*) FROM processed_messages")
+            now = time.perf_counter()
+            if n and first is None:
+                first, n_first = now, n
+            if now - last_print > 2:
+                print(f"  throughput: {n}/{GAMES} processed", flush=True)
+                last_print = now
+            if n >= GAMES:
+                break
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {proc.returncode}, see {log}")
+            await asyncio.sleep(0.05)
+        rate = (GAMES - n_first) / (now - first)
+    finally:
+        await conn.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    return rate
+
+
+async def latency(pg, broker, log: Path) -> tuple[float, float, int]:
+    tag = "lat"
+    url = await _fresh_db(pg, f"bench_{tag}")
+    await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
+    proc = _worker(_env(url, broker.bootstrap_servers, tag), log)
+    consumer = AIOKafkaConsumer(f"out-{tag}", bootstrap_servers=broker.bootstrap_servers, group_id=None,
+                                auto_offset_reset="latest", fetch_max_wait_ms=10)
+    await consumer.start()
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False, linger_ms=0)
+    await producer.start()
+    total = LATENCY_RATE * LATENCY_SECONDS
+    values = games(total + 200, PLAYERS, seed=4)
+    sent: dict[str, float] = {}
+    seen: dict[str, float] = {}
+
+    async def receive() -> None:
+        while len(seen) < total:
+            batch = await consumer.getmany(timeout_ms=100)
+            now = time.perf_counter()
+            for records in batch.values():
+                for r in records:
+                    cause = orjson.loads(r.value)["data"]["cause"]["id"]
+                    seen.setdefault(cause, now)
+
+    try:
+        # warm-up: the worker has joined its group once the first game comes back
+        await producer.send_and_wait(f"in-{tag}", values[-1])
+        while not seen:
+            batch = await consumer.getmany(timeout_ms=200)
+            if any(batch.values()):
+                break
+        receiver = asyncio.create_task(receive())
+        start = time.perf_counter()
+        for i, v in enumerate(values[:total]):
+            due = start + i / LATENCY_RATE
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            sent[f"game-{i}"] = time.perf_counter()
+            await producer.send(f"in-{tag}", v, key=player_of(v))
+        await asyncio.wait_for(receiver, 120)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    lat = sorted((seen[k] - t) * 1000 for k, t in sent.items() if k in seen)
+    return statistics.median(lat), lat[int(len(lat) * 0.99) - 1], len(lat)
+
+
+async def main(what: str) -> None:
+    pg = devservices.postgres_from_env_or_start()
+    broker = devservices.broker_from_env_or_start()
+    log = Path(tempfile.mkdtemp(prefix="rw-bench-")) / "worker.log"
+    try:
+        if what in ("throughput", "pipeline", "all"):
+            rate = await throughput(pg, broker, log)
+            print(f"pipeline: {rate:,.0f} games/s end to end, one worker process, "
+                  f"{GAMES} games among {PLAYERS} players, 3 partitions, batch 1000")
+        if what in ("latency", "pipeline", "all"):
+            p50, p99, n = await latency(pg, broker, log)
+            print(f"pipeline: latency produce -> rating.changed at {LATENCY_RATE} games/s over "
+                  f"{n} games: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    finally:
+        broker.stop()
+        pg.stop()

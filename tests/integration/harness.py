@@ -1,0 +1,191 @@
+"""Real PostgreSQL and a real Kafka-protocol broker for the integration tests.
+
+Both come from `worker.devservices` (embedded wheels) unless DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS
+point at running ones. Each test gets its own database (a copy of a migrated template) and its own
+topics, so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from worker import devservices
+from worker.config import load as load_config
+from worker.store.migrate import migrate
+
+
+_counter = itertools.count()
+
+
+def _with_database(url: str, database: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    pg = devservices.postgres_from_env_or_start()
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture(scope="session")
+def broker():
+    b = devservices.broker_from_env_or_start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="session")
+async def template_db(postgres) -> str:
+    name = f"rw_template_{os.getpid()}"
+    conn = await asyncpg.connect(postgres.url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    await migrate(_with_database(postgres.url, name))
+    return name
+
+
+@pytest.fixture
+async def database_url(postgres, template_db) -> str:
+    name = f"rw_test_{os.getpid()}_{next(_counter)}"
+    conn = await asyncpg.connect(postgres.url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    finally:
+        await conn.close()
+    return _with_database(postgres.url, name)
+
+
+@dataclass
+class Topics:
+    input: str
+    output: str
+    dlq: str
+    group: str
+
+
+async def make_topics(broker, partitions: int = 1) -> Topics:
+    tag = uuid.uuid4().hex[:8]
+    t = Topics(f"games-{tag}", f"changed-{tag}", f"dlq-{tag}", f"group-{tag}")
+    await devservices.create_topics(broker.bootstrap_servers, {t.input: partitions, t.output: 3, t.dlq: 1})
+    return t
+
+
+@pytest.fixture
+async def topics(broker) -> Topics:
+    return await make_topics(broker)
+
+
+def worker_env(database_url: str, broker, topics: Topics, **extra) -> dict[str, str]:
+    env = {
+        "DATABASE_URL": database_url,
+        "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+        "KAFKA_INPUT_TOPICS": topics.input,
+        "KAFKA_OUTPUT_TOPIC": topics.output,
+        "KAFKA_DLQ_TOPIC": topics.dlq,
+        "KAFKA_GROUP_ID": topics.group,
+        "METRICS_PORT": "0",
+        "BATCH_WAIT_MS": "20",
+        "RELAY_INTERVAL_S": "1",
+        "RELAY_MIN_AGE_S": "2",
+        # Tansu holds a JoinGroup for about half the session timeout: short ones keep rebalances quick.
+        "KAFKA_SESSION_TIMEOUT_MS": "2000",
+        "KAFKA_HEARTBEAT_INTERVAL_MS": "300",
+    }
+    env.update({k.upper(): str(v) for k, v in extra.items()})
+    return env
+
+
+def worker_config(database_url: str, broker, topics: Topics, **extra):
+    return load_config(env=worker_env(database_url, broker, topics, **extra))
+
+
+class WorkerProcess:
+    """`python -m worker run` in a child process, for kill and signal tests."""
+
+    def __init__(self, env: dict[str, str], log_path) -> None:
+        self.log = open(log_path, "ab")  # noqa: SIM115
+        full = {**os.environ, **env}
+        self.proc = subprocess.Popen([sys.executable, "-m", "worker", "run"], env=full, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.log.close()
+
+
+async def produce(bootstrap: str, topic: str, values, key_of=None, partition: int | None = None) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=5,
+                                max_batch_size=1_048_576)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value=v, key=key_of(v) if key_of else None, partition=partition)
+                   for v in values]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def read_topic(bootstrap: str, topic: str, at_least: int, timeout: float = 60.0) -> list:
+    """Every record of a topic from the start, waiting until there are at least `at_least`."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
+                                enable_auto_commit=False)
+    await consumer.start()
+    records = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < at_least and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for recs in batch.values():
+                records.extend(recs)
+        # drain what else is there right now
+        batch = await consumer.getmany(timeout_ms=500)
+        for recs in batch.values():
+            records.extend(recs)
+    finally:
+        await consumer.stop()
+    return records
+
+
+async def wait_processed(database_url: str, count: int, timeout: float = 120.0) -> int:
+    conn = await asyncpg.connect(database_url)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            n = await conn.fetchval("SELECT count(*) FROM processed_messages")
+            if n >= count or time.monotonic() > deadline:
+                return n
+            await asyncio.sleep(0.2)
+    finally:
+        await conn.close()
+
+
+async def committed_offsets(bootstrap: str, topic: str, group: str, partitions: int) -> dict[int, int | None]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return {p: await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)}
+    finally:
+        await consumer.stop()
