@@ -29,7 +29,8 @@ class Config:
     batch_size: int = 1000
     batch_wait_ms: int = 50
     max_message_bytes: int = 1_048_576
-    db_pool_size: int = 4
+    max_inflight_batches: int = 3
+    db_pool_size: int = 6
     relay_interval_s: float = 5.0
     relay_min_age_s: float = 10.0
     retry_backoff_max_s: float = 10.0
@@ -58,7 +59,8 @@ HELP = {
     "batch_size": "most messages applied in one PostgreSQL transaction",
     "batch_wait_ms": "longest wait for a batch to fill, in milliseconds",
     "max_message_bytes": "record values larger than this are dead-lettered",
-    "db_pool_size": "PostgreSQL connections",
+    "max_inflight_batches": "batches in PostgreSQL at once (kept in order; 1 = strictly one after another)",
+    "db_pool_size": "PostgreSQL connections (at least MAX_INFLIGHT_BATCHES + 2)",
     "relay_interval_s": "how often the outbox relay looks for unpublished changes",
     "relay_min_age_s": "the relay publishes only rows at least this old (the live path owns newer ones)",
     "retry_backoff_max_s": "longest pause between retries during a database or broker outage",
@@ -140,8 +142,12 @@ def validate(c: Config) -> None:
     for name in ("batch_size", "batch_wait_ms", "max_message_bytes", "db_pool_size"):
         if getattr(c, name) < 1:
             raise ConfigError(f"{name.upper()}={getattr(c, name)}: must be at least 1")
-    if c.db_pool_size < 2:
-        raise ConfigError("DB_POOL_SIZE must be at least 2 (the batch and the outbox relay each need one)")
+    if c.max_inflight_batches < 1:
+        raise ConfigError(f"MAX_INFLIGHT_BATCHES={c.max_inflight_batches}: must be at least 1")
+    if c.db_pool_size < c.max_inflight_batches + 2:
+        raise ConfigError(
+            f"DB_POOL_SIZE={c.db_pool_size} must be at least MAX_INFLIGHT_BATCHES + 2 "
+            f"({c.max_inflight_batches + 2}): each batch in flight, the outbox relay and marking need one")
     if c.kafka_heartbeat_interval_ms >= c.kafka_session_timeout_ms:
         raise ConfigError("KAFKA_HEARTBEAT_INTERVAL_MS must be smaller than KAFKA_SESSION_TIMEOUT_MS")
     if c.kafka_security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):

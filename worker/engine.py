@@ -17,6 +17,16 @@ from worker.ratings.state import Outcome, RatingState, StateKey
 from worker.store.base import ChangeRecord, ProcessedMessage, StateStore
 
 
+class BatchHooks(Protocol):
+    """How a caller orders concurrent batches: called around the locks and before the commit."""
+
+    async def before_lock(self) -> None: ...
+
+    async def after_lock(self) -> None: ...
+
+    async def before_commit(self) -> None: ...
+
+
 class RatingSystem(Protocol):
     def players(self, payload) -> list[str]: ...
 
@@ -73,18 +83,23 @@ class BatchResult:
     row_ids: list[int] = field(default_factory=list)
 
 
-async def apply_batch(store: StateStore, messages: Sequence[Message]) -> BatchResult:
+async def apply_batch(store: StateStore, messages: Sequence[Message], hooks: BatchHooks | None = None) -> BatchResult:
     """Apply messages in order in one store transaction (every message must have a system).
 
     Lock first, then dedupe: a message being applied by another worker holds its players' locks,
-    so its processed id is visible by the time ours are granted.
+    so its processed id is visible by the time ours are granted. `hooks` let the pipeline keep
+    several batches in flight without reordering them (see pipeline.BatchOrder).
     """
     systems = [system_for(m) for m in messages]
     players = sorted({p for m, s in zip(messages, systems, strict=True) for p in s.players(m.payload)})
     keys = {k for m, s in zip(messages, systems, strict=True) for k in s.state_keys(m.payload)}
     result = BatchResult()
     async with store.transaction() as tx:
+        if hooks is not None:
+            await hooks.before_lock()
         await tx.lock_players(players)
+        if hooks is not None:
+            await hooks.after_lock()
         done = await tx.processed([(m.source, m.id) for m in messages])
         closed = await tx.closed_accounts(players)
         working = await tx.load_states(keys)
@@ -108,4 +123,6 @@ async def apply_batch(store: StateStore, messages: Sequence[Message]) -> BatchRe
             result.unrated_reasons.append(outcome.unrated_reason)
             processed.append(ProcessedMessage(message.source, message.id, message.type, status))
         result.row_ids = await tx.save(changed, result.records, processed, {})
+        if hooks is not None:
+            await hooks.before_commit()
     return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -37,14 +38,75 @@ class Stopping(Exception):
     """Raised inside a retry loop when shutdown was asked for: the batch in hand is abandoned, uncommitted."""
 
 
-class _FinishBatchBeforeRevoke(ConsumerRebalanceListener):
-    """Partitions are given away only after the batch in hand is applied, published and committed."""
+class PreviousBatchFailed(Exception):
+    """The batch before this one rolled back: roll back too and go again after it (order is kept)."""
 
-    def __init__(self, lock: asyncio.Lock) -> None:
-        self._lock = lock
+
+class _Batch:
+    """One batch in flight, and the hooks that keep concurrent batches in consumption order.
+
+    Several batches may be in PostgreSQL at once (the database works while Python decodes the next
+    batch), so that a later batch never overtakes an earlier one for the same player:
+    - it takes its locks only once the previous batch holds its own (or has committed), so where
+      they share players it waits for the previous commit in PostgreSQL's lock queue;
+    - it commits only after the previous batch committed, and rolls back and retries if the previous
+      batch's attempt failed (its locks were released, so ours may have been taken too early).
+    """
+
+    def __init__(self, prev: _Batch | None, good: list, dead: list, offsets: dict, started: float) -> None:
+        self.prev = prev
+        self.good, self.dead, self.offsets, self.started = good, dead, offsets, started
+        self.attempt = 0
+        self.locked = self.failed = self.committed = self.abandoned = False
+        self._changed = asyncio.Event()
+        self._prev_attempt: int | None = None
+        self.task: asyncio.Task | None = None
+
+    def notify(self) -> None:
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    async def _next_change(self) -> None:
+        await self._changed.wait()
+
+    def _check(self, p: _Batch) -> None:
+        if p.abandoned:
+            raise Stopping()
+
+    async def before_lock(self) -> None:
+        p = self.prev
+        while p is not None and not (p.committed or p.locked):
+            self._check(p)
+            await p._next_change()
+        self._prev_attempt = p.attempt if p is not None else None
+
+    async def after_lock(self) -> None:
+        self.locked = True
+        self.notify()
+
+    async def before_commit(self) -> None:
+        p = self.prev
+        while p is not None and not p.committed:
+            self._check(p)
+            if p.failed or p.attempt != self._prev_attempt:
+                raise PreviousBatchFailed()
+            await p._next_change()
+
+    def release(self) -> None:
+        """Drop the link to the previous batch once this one committed (no chain of old batches)."""
+        self.prev = None
+
+
+class _FinishBatchesBeforeRevoke(ConsumerRebalanceListener):
+    """Partitions are given away only after the batches in hand are applied, published and committed."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
 
     async def on_partitions_revoked(self, revoked) -> None:
-        async with self._lock:
+        try:
+            await self._pipeline.drain()
+        except Stopping:
             pass
 
     async def on_partitions_assigned(self, assigned) -> None:
@@ -57,7 +119,9 @@ class Pipeline:
         self.store = store
         self.metrics = metrics
         self.health = health
-        self._lock = asyncio.Lock()
+        self._complete_lock = asyncio.Lock()
+        self._inflight: deque[_Batch] = deque()
+        self._last: _Batch | None = None
         self._stopping = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
@@ -66,7 +130,7 @@ class Pipeline:
     # ---- lifecycle -------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Ask for a clean stop: the batch in hand finishes and commits, then the loop ends."""
+        """Ask for a clean stop: the batches in hand finish and commit, then the loop ends."""
         self._stopping.set()
 
     async def start(self) -> None:
@@ -76,7 +140,7 @@ class Pipeline:
             bootstrap_servers=c.kafka_bootstrap_servers,
             acks="all",
             enable_idempotence=False,  # ids are stable and consumers dedupe; see README "Delivery"
-            linger_ms=5,
+            linger_ms=2,
             max_batch_size=1_048_576,
             max_request_size=c.max_message_bytes + 65536,
             request_timeout_ms=30000,
@@ -96,7 +160,7 @@ class Pipeline:
         )
         await self._retry_broker("start producer", self.producer.start)
         await self._retry_broker("start consumer", self.consumer.start)
-        self.consumer.subscribe(list(c.kafka_input_topics), listener=_FinishBatchBeforeRevoke(self._lock))
+        self.consumer.subscribe(list(c.kafka_input_topics), listener=_FinishBatchesBeforeRevoke(self))
         self._set_ready(True)
         log(logger, logging.INFO, "worker started", topics=list(c.kafka_input_topics), group=c.kafka_group_id)
 
@@ -117,36 +181,51 @@ class Pipeline:
         helpers = [asyncio.create_task(self._relay_loop()), asyncio.create_task(self._lag_loop())]
         try:
             while not self._stopping.is_set():
+                await self._complete_finished()
+                if len(self._inflight) >= self.config.max_inflight_batches:
+                    await self._complete_oldest()
+                    continue
                 try:
-                    batch = await self.consumer.getmany(
-                        timeout_ms=self.config.batch_wait_ms, max_records=self.config.batch_size
-                    )
+                    # With batches in flight, take only what is already fetched, and otherwise finish one.
+                    wait = 0 if self._inflight else self.config.batch_wait_ms
+                    records = await self.consumer.getmany(timeout_ms=wait, max_records=self.config.batch_size)
                 except KafkaError as exc:
                     self.metrics.broker_retries.inc()
                     self._set_ready(False)
                     log(logger, logging.WARNING, "fetch failed, retrying", error=repr(exc))
                     await self._sleep(1.0)
                     continue
-                if not batch:
-                    continue
-                async with self._lock:
-                    try:
-                        await self.process(batch)
-                    except Stopping:
-                        break
+                if records:
+                    self._launch(records)
+                elif self._inflight:
+                    await self._complete_oldest()
+            await self.drain()
+        except Stopping:
+            self._abandon()
         finally:
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
             log(logger, logging.INFO, "worker stopped", batches=self.batches)
 
-    # ---- one batch -------------------------------------------------------------------------------
+    # ---- batches ---------------------------------------------------------------------------------
 
-    async def process(self, batch: dict[TopicPartition, list]) -> BatchResult:
+    async def process(self, records: dict[TopicPartition, list]) -> BatchResult:
+        """Apply, publish and commit one batch now (the loop does the same, several at a time)."""
+        batch = self._launch(records)
+        async with self._complete_lock:
+            while self._inflight:
+                done = self._inflight[0]
+                await self._complete(self._inflight.popleft())
+                if done is batch:
+                    break
+        return batch.task.result()
+
+    def _launch(self, records: dict[TopicPartition, list]) -> _Batch:
         started = time.perf_counter()
         good, dead, offsets = [], [], {}
-        for tp, records in batch.items():
-            for record in records:
+        for tp, recs in records.items():
+            for record in recs:
                 try:
                     message = decode(record.value, self.config.max_message_bytes)
                     if system_for(message) is None:
@@ -154,19 +233,91 @@ class Pipeline:
                     good.append(message)
                 except BadMessage as exc:
                     dead.append((record, exc))
-            offsets[tp] = records[-1].offset + 1
-        if dead:
-            await self._dead_letter(dead)
-        result = await self._retry_db("apply batch", lambda: apply_batch(self.store, good)) if good else BatchResult()
-        self._count(good, result)
+            offsets[tp] = recs[-1].offset + 1
+        batch = _Batch(self._last, good, dead, offsets, started)
+        self._last = batch
+        batch.task = asyncio.create_task(self._apply(batch))
+        self._inflight.append(batch)
+        return batch
+
+    async def _apply(self, b: _Batch) -> BatchResult:
+        """The database stage, retried until it commits (or shutdown): never skipped, never doubled."""
+        if not b.good:
+            b.committed = True
+            b.notify()
+            return BatchResult()
+        delay = 0.1
+        while True:
+            b.attempt += 1
+            b.failed = b.locked = False
+            b.notify()
+            try:
+                result = await apply_batch(self.store, b.good, hooks=b)
+            except PreviousBatchFailed:
+                b.failed, b.locked = True, False
+                b.notify()
+                continue  # the earlier batch is retrying; go again behind it
+            except DB_ERRORS as exc:
+                b.failed, b.locked = True, False
+                b.notify()
+                self.metrics.db_retries.inc()
+                self._set_ready(False)
+                log(logger, logging.WARNING, "batch rolled back, retrying", error=repr(exc), retry_in_s=delay,
+                    messages=len(b.good))
+                if self._stopping.is_set():
+                    b.abandoned = True
+                    b.notify()
+                    raise Stopping() from exc
+                await self._sleep(delay)
+                delay = min(delay * 2, self.config.retry_backoff_max_s)
+                continue
+            except BaseException:
+                b.abandoned = True
+                b.notify()
+                raise
+            b.committed, b.locked = True, False
+            b.release()
+            b.notify()
+            if delay > 0.1:
+                self._set_ready(True)
+                log(logger, logging.INFO, "database reachable again, batch applied", messages=len(b.good))
+            return result
+
+    async def _complete_finished(self) -> None:
+        while self._inflight and self._inflight[0].task.done():
+            await self._complete_oldest()
+
+    async def _complete_oldest(self) -> None:
+        async with self._complete_lock:
+            if self._inflight:
+                await self._complete(self._inflight.popleft())
+
+    async def drain(self) -> None:
+        """Finish every batch in hand, in order (before a rebalance, at shutdown)."""
+        async with self._complete_lock:
+            while self._inflight:
+                await self._complete(self._inflight.popleft())
+
+    def _abandon(self) -> None:
+        for b in self._inflight:
+            b.abandoned = True
+            b.notify()
+            b.task.cancel()
+        self._inflight.clear()
+
+    async def _complete(self, b: _Batch) -> None:
+        """After the database commit: dead letters, publish, mark published, commit offsets (in order)."""
+        result = await b.task
+        if b.dead:
+            await self._dead_letter(b.dead)
+        self._count(b.good, result)
         await self._publish(result.records)
         if result.row_ids:
             await self._retry_db("mark published", lambda: self.store.mark_published(result.row_ids))
-        await self._commit(offsets)
+        await self._commit(b.offsets)
         self.batches += 1
-        self.metrics.batch_size.observe(len(good) + len(dead))
-        self.metrics.batch_seconds.observe(time.perf_counter() - started)
-        return result
+        self.metrics.batch_size.observe(len(b.good) + len(b.dead))
+        self.metrics.batch_seconds.observe(time.perf_counter() - b.started)
 
     def _count(self, good, result: BatchResult) -> None:
         m = self.metrics.messages
