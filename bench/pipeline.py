@@ -34,7 +34,8 @@ LATENCY_SECONDS = int(os.environ.get("BENCH_SECONDS", "20"))
 
 
 def _worker(env: dict, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "worker", "run"], env={**os.environ, **env},
+    profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
+    return subprocess.Popen([sys.executable, *profile, "-m", "worker", "run"], env={**os.environ, **env},
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
 
 
@@ -148,14 +149,17 @@ async def latency(pg, broker, log: Path) -> tuple[float, float, int]:
 
 
 async def main(what: str) -> None:
-    pg = devservices.postgres_from_env_or_start()
+    # Durable commits, as in production: fsync and synchronous_commit on (the test server has fsync off).
+    pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
+          else devservices.start_postgres(settings={"fsync": "on", "full_page_writes": "on",
+                                                    "synchronous_commit": "on"}))
     broker = devservices.broker_from_env_or_start()
     log = Path(tempfile.mkdtemp(prefix="rw-bench-")) / "worker.log"
     try:
         if what in ("throughput", "pipeline", "all"):
-            rate = await throughput(pg, broker, log)
+            rate = await throughput(pg, broker, log, batch_size=int(os.environ.get("BENCH_BATCH", "1000")))
             print(f"pipeline: {rate:,.0f} games/s end to end, one worker process, "
-                  f"{GAMES} games among {PLAYERS} players, 3 partitions, batch 1000")
+                  f"{GAMES} games among {PLAYERS} players, 3 partitions, batch {os.environ.get('BENCH_BATCH', '1000')}")
         if what in ("latency", "pipeline", "all"):
             p50, p99, n = await latency(pg, broker, log)
             print(f"pipeline: latency produce -> rating.changed at {LATENCY_RATE} games/s over "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 
 import orjson
@@ -13,32 +14,43 @@ from worker.store.base import ChangeRecord
 SOURCE = "/rating-worker"
 # A fixed namespace: the same cause and rating always give the same id, so consumers can drop
 # re-published duplicates (the relay may publish a row twice after a crash).
-_NAMESPACE = uuid.UUID("6f1c7a52-6a3e-4d0e-9a59-2f1f3c0b8e11")
+NAMESPACE = uuid.UUID("6f1c7a52-6a3e-4d0e-9a59-2f1f3c0b8e11")
+_NAMESPACE_BYTES = NAMESPACE.bytes
 
 
 def change_id(cause_source: str, cause_id: str, player_id: str, system: str, category: str) -> str:
-    return str(uuid.uuid5(_NAMESPACE, "\x1f".join((cause_source, cause_id, player_id, system, category))))
+    """uuid5(NAMESPACE, the cause and the rating), computed directly (uuid.uuid5 costs 9 us; this 2)."""
+    name = "\x1f".join((cause_source, cause_id, player_id, system, category)).encode()
+    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _values(state: RatingState) -> dict:
     return {"rating": state.rating, "rd": state.rd, "volatility": state.volatility}
 
 
-def change_record(message: Message, change: RatingChange, cause_at: float) -> ChangeRecord:
+def change_record(message: Message, change: RatingChange, cause_at: float, cause: dict | None = None) -> ChangeRecord:
+    """The history/outbox row of one change; `cause` may be passed in when a message has several changes."""
     key = change.key
     event_id = change_id(message.source, message.id, key.player_id, key.system, key.category)
+    after = change.after
+    if cause is None:
+        cause = message_cause(message)
     data = {
         "player_id": key.player_id,
         "system": key.system,
         "category": key.category,
         "before": _values(change.before),
-        "after": _values(change.after),
-        "delta": change.delta,
+        "after": _values(after),
+        "delta": after.rating - change.before.rating,
         "provisional": change.provisional,
         "floor": change.floor,
-        "games": change.after.games,
-        "version": change.after.version,
-        "cause": {"type": message.type, "source": message.source, "id": message.id, "ref": message.ref},
+        "games": after.games,
+        "version": after.version,
+        "cause": cause,
         "changed_at": message.time,
     }
     envelope = {
@@ -51,16 +63,9 @@ def change_record(message: Message, change: RatingChange, cause_at: float) -> Ch
         "datacontenttype": "application/json",
         "data": data,
     }
-    return ChangeRecord(
-        event_id=event_id,
-        key=key,
-        version=change.after.version,
-        rating=change.after.rating,
-        delta=change.delta,
-        cause_type=message.type,
-        cause_source=message.source,
-        cause_id=message.id,
-        cause_ref=message.ref,
-        changed_at=cause_at,
-        payload=orjson.dumps(envelope),
-    )
+    return ChangeRecord(event_id, key, after.version, after.rating, data["delta"], message.type, message.source,
+                        message.id, message.ref, cause_at, orjson.dumps(envelope))
+
+
+def message_cause(message: Message) -> dict:
+    return {"type": message.type, "source": message.source, "id": message.id, "ref": message.ref}

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from worker.changes import change_record
+from worker.changes import change_record, message_cause
 from worker.ratings import csr
 from worker.ratings.inputs import GameFinished, Message
 from worker.ratings.state import Outcome, RatingState, StateKey
@@ -113,11 +113,13 @@ async def apply_batch(store: StateStore, messages: Sequence[Message], hooks: Bat
                 continue
             done.add(ident)
             outcome = system.rate(message.payload, working, closed)
-            at = system.cause_time(message.payload)
-            for ch in outcome.changes:
-                working[ch.key] = ch.after
-                changed[ch.key] = ch.after
-                result.records.append(change_record(message, ch, at))
+            if outcome.changes:
+                at = system.cause_time(message.payload)
+                cause = message_cause(message)
+                for ch in outcome.changes:
+                    working[ch.key] = ch.after
+                    changed[ch.key] = ch.after
+                    result.records.append(change_record(message, ch, at, cause))
             status = "applied" if outcome.rated else "unrated"
             result.outcomes.append(status)
             result.unrated_reasons.append(outcome.unrated_reason)

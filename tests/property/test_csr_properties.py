@@ -115,3 +115,12 @@ def test_replay_is_byte_for_byte_repeatable(lines):
         asyncio.run(replay(list(lines), out, errors=io.StringIO()))
         outputs.append(out.getvalue())
     assert outputs[0] == outputs[1] and outputs[0].count(b"\n") == 2 * len(lines)
+
+
+@given(ratings, rds, vols, ratings, rds, st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([35.0, -35.0, 0.0]))
+def test_the_one_game_path_is_bit_for_bit_the_general_glicko2(r, rd, vol, r_opp, rd_opp, score, advantage):
+    from worker.ratings import glicko2
+
+    general = glicko2.rate(r, rd, vol, [glicko2.Encounter(r_opp, rd_opp, score, 1.0, advantage)], 0.5)
+    assert glicko2.rate_one(r, rd, vol, r_opp, rd_opp, score, advantage, 0.5) == (
+        general.rating, general.rd, general.volatility)

@@ -177,3 +177,11 @@ def test_last_played_only_moves_forward():
     w = csr.rate_game(game(at=5 * DAY), states).changes[0]
     assert w.after.last_at == 10 * DAY
     assert csr.own_rd(states[StateKey("w", "csr", "blitz")], 5 * DAY) == 60  # no growth for a late message
+
+
+def test_change_ids_are_uuid5_of_the_cause_and_the_rating():
+    import uuid
+
+    from worker.changes import NAMESPACE, change_id
+
+    assert change_id("/s", "m1", "anna", "csr", "blitz") == str(uuid.uuid5(NAMESPACE, "/s\x1fm1\x1fanna\x1fcsr\x1fblitz"))

@@ -141,20 +141,17 @@ def updated_state(
     before: RatingState, opponent: RatingState, score: float, advantage: float, at: float, params: CsrParams
 ) -> RatingState:
     """One player's side of one game: grow own RD, one Glicko-2 period, RD floor, rating floor, peak."""
-    result = glicko2.rate(
-        before.rating,
-        own_rd(before, at, params),
-        before.volatility,
-        (glicko2.Encounter(opponent.rating, opponent.rd, score, 1.0, advantage),),
-        params.tau,
+    new_rating, new_rd, volatility = glicko2.rate_one(
+        before.rating, own_rd(before, at, params), before.volatility, opponent.rating, opponent.rd, score,
+        advantage, params.tau,
     )
-    rd = max(result.rd, params.rd_floor)
-    rating = apply_floor(before.rating, result.rating, before.peak, params)
+    rd = max(new_rd, params.rd_floor)
+    rating = apply_floor(before.rating, new_rating, before.peak, params)
     peak = before.peak
     if not is_provisional(rd, params):
         peak = rating if peak is None else max(peak, rating)
     last_at = at if before.last_at is None else max(before.last_at, at)
-    return RatingState(rating, rd, result.volatility, before.games + 1, peak, last_at, before.version + 1)
+    return RatingState(rating, rd, volatility, before.games + 1, peak, last_at, before.version + 1)
 
 
 def change(key: StateKey, before: RatingState, after: RatingState, params: CsrParams = PARAMS) -> RatingChange:

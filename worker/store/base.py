@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from worker.ratings.state import RatingState, StateKey
 
 
-@dataclass(frozen=True, slots=True)
-class ChangeRecord:
+class ChangeRecord(NamedTuple):
     """One row of history, which doubles as the outbox: a `rating.changed` ready to publish."""
 
     event_id: str  # the rating.changed CloudEvent id: stable for the same cause and rating
