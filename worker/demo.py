@@ -105,7 +105,7 @@ async def _screen(pool, counts: dict, metrics_url: str, started: float) -> str:
     stats = await pool.fetchrow(
         "SELECT (SELECT count(*) FROM processed_messages) AS processed,"
         " (SELECT count(*) FROM rating_changes) AS changes,"
-        " (SELECT count(*) FROM rating_changes WHERE published_at IS NULL) AS unpublished"
+        " (SELECT count(*) FROM outbox) AS unpublished"
     )
     elapsed = max(time.monotonic() - started, 1e-9)
     by_cat: dict[str, list] = {c: [] for c in CATEGORIES}
@@ -150,7 +150,9 @@ async def run_demo(args) -> int:
         await migrate(postgres.url)
         cfg = config_mod.load(env={}, database_url=postgres.url, kafka_bootstrap_servers=broker.bootstrap_servers,
                               metrics_host="127.0.0.1", metrics_port=args.metrics_port or devservices.free_port(),
-                              log_level="WARNING")
+                              log_level="WARNING",
+                              # Tansu holds a group join for half the session timeout: keep start-up quick.
+                              kafka_session_timeout_ms=2000, kafka_heartbeat_interval_ms=300)
         await devservices.create_topics(broker.bootstrap_servers, {cfg.kafka_input_topics[0]: 3, **{
             t: 1 for t in cfg.kafka_input_topics[1:]}, cfg.kafka_output_topic: 3, cfg.kafka_dlq_topic: 1})
         metrics_url = f"http://127.0.0.1:{cfg.metrics_port}/metrics"

@@ -105,9 +105,20 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+class TextFormatter(logging.Formatter):
+    """For people at a terminal (the demo): the message, then its fields as key=value."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "fields", None) or {}
+        return super().format(record) + "".join(f" {k}={v}" for k, v in fields.items())
+
+
 def setup_logging(level: str = "INFO", json: bool = True) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if json else logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.setFormatter(JsonFormatter() if json else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
