@@ -1,175 +1,646 @@
-"""Decode and validate incoming CloudEvents (CONTRACT.md) into typed messages; anything else is a BadMessage.
+"""Decode and validate input messages (CONTRACT.md): a Kafka record value -> a typed `Message`.
 
-The JSON Schemas in `schemas/` are the public form of the contract; this module checks the same rules
-by hand on the hot path (a game is checked in a few microseconds) and the schema tests keep the two
-in agreement.
+    decode(value) -> Message        or raises BadMessage(error_class, reason)
+
+The steps, in order, each with its own `error_class` (the `error.class` header of the dead letter):
+
+    too_large         the record value is over the size limit (default 1 MiB)
+    invalid_utf8      not UTF-8
+    invalid_json      not JSON (or no value at all: a tombstone)
+    invalid_envelope  not a CloudEvents 1.0 envelope as in schemas/envelope.json
+    unknown_type      `type` is not one of the input types
+    invalid_data      `data` breaks the JSON Schema of its type (schemas/<type>.json), or a time in it
+                      is not a real date and time
+    invalid_rule      a rule JSON Schema cannot express: a player meeting himself, a player listed
+                      twice in an event, a game of an event between players it does not list
+
+`reason` is one sentence that starts with the field it is about, e.g.
+"data.result: must be one of '1-0', '0-1', '1/2-1/2' (got '2-0')".
+
+The schemas are compiled once, at import, with fastjsonschema (formats off: times are checked by the
+schemas' regex and then parsed here). Times become epoch seconds (float, UTC) in the payload, and the
+cause's time (finished_at, attempted_at, closed_at, imported_at) becomes `Message.time` as RFC 3339
+UTC text, `2026-11-30T12:00:00Z`, with microseconds only when there are some.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import dataclasses
+import math
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
 
+import fastjsonschema
 import orjson
 
-from worker.ratings.inputs import GameFinished, Message, TimeControl
+from worker.ratings.inputs import (
+    AccountClosed,
+    EventFinished,
+    EventGame,
+    EventPlayer,
+    GameFinished,
+    Message,
+    PuzzleAttempted,
+    RatingImported,
+    TeamGames,
+    TimeControl,
+    TurboPlayer,
+)
 
+__all__ = [
+    "BadMessage",
+    "ERROR_CLASSES",
+    "INPUT_TYPES",
+    "MAX_BYTES",
+    "OUTPUT_TYPE",
+    "SCHEMAS_DIR",
+    "decode",
+    "format_time",
+    "load_schema",
+    "parse_time",
+    "validate_output",
+]
+
+SCHEMAS_DIR = Path(__file__).parent / "schemas"
+MAX_BYTES = 1_048_576
 INPUT_TYPES = ("game.finished", "event.finished", "puzzle.attempted", "account.closed", "rating.imported")
-RESULTS = ("1-0", "0-1", "1/2-1/2")
+OUTPUT_TYPE = "rating.changed"
+ERROR_CLASSES = (
+    "too_large",
+    "invalid_utf8",
+    "invalid_json",
+    "invalid_envelope",
+    "unknown_type",
+    "invalid_data",
+    "invalid_rule",
+)
 
 
 class BadMessage(Exception):
-    """A message the contract does not allow: `error_class` is a stable short name, `reason` a sentence."""
+    """A message the worker cannot accept: it goes to the dead-letter topic, the worker carries on.
+
+    `error_class` is a short stable machine name (see the module docstring), `reason` a sentence for
+    people that names the field.
+    """
 
     def __init__(self, error_class: str, reason: str) -> None:
-        super().__init__(f"{error_class}: {reason}")
+        super().__init__(error_class, reason)
         self.error_class = error_class
         self.reason = reason
 
+    def __str__(self) -> str:
+        return f"{self.error_class}: {self.reason}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Times
+
+
+_EPOCH = datetime(1970, 1, 1)
+_ONE_US = timedelta(microseconds=1)
+# RFC 3339 section 5.6 date-time (with the offset required). [0-9], not \d: \d would take any
+# Unicode digit. Leap seconds (:60) are accepted and count as the first second of the next minute.
+_TIME_RE = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))"
+)
+
+
+def _format_utc(dt: datetime) -> str:
+    """A naive UTC datetime as RFC 3339 text, microseconds only when non-zero."""
+    text = f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
+    if dt.microsecond:
+        return f"{text}.{dt.microsecond:06d}Z"
+    return text + "Z"
+
+
+def _parse_slow(text: str) -> tuple[float, str]:
+    """Any RFC 3339 date-time with offset -> (epoch seconds, normalized UTC text); ValueError if not."""
+    m = _TIME_RE.fullmatch(text)
+    if m is None:
+        raise ValueError("not an RFC 3339 timestamp with offset, e.g. '2026-11-30T12:00:00Z'")
+    year, month, day, hour, minute, second, fraction, sign, off_h, off_m = m.groups()
+    second = int(second)
+    leap = second == 60
+    if second > 60:
+        raise ValueError("second must be in 0..60")
+    # Fractions finer than a microsecond are truncated (float epoch seconds cannot hold them anyway).
+    micro = int((fraction or "")[:6].ljust(6, "0"))
+    try:
+        local = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), 59 if leap else second, micro
+        )
+    except ValueError as exc:
+        raise ValueError(f"not a real date and time ({exc})") from None
+    utc = local
+    if sign is not None:
+        oh, om = int(off_h), int(off_m)
+        if oh > 23 or om > 59:
+            raise ValueError("the offset must be within -23:59..+23:59")
+        offset = timedelta(hours=oh, minutes=om)
+        utc = local - offset if sign == "+" else local + offset
+    if leap:
+        utc += timedelta(seconds=1)
+    micros = (utc - _EPOCH) // _ONE_US
+    return micros / 1_000_000, _format_utc(utc)
+
+
+def _parse(text: str) -> tuple[float, str]:
+    """(epoch seconds, normalized text), with a fast path for text already in the normalized form."""
+    if (
+        len(text) == 20
+        and text[19] == "Z"
+        and text[10] == "T"
+        and text[4] == text[7] == "-"
+        and text[13] == text[16] == ":"
+    ):
+        try:
+            # Python 3.11 parses the 'Z'; the regex of the schema has already checked the shape.
+            return datetime.fromisoformat(text).timestamp(), text
+        except ValueError:
+            pass  # a leap second or an impossible date: the slow path says which
+    try:
+        return _parse_slow(text)
+    except OverflowError:
+        raise ValueError("outside the years 0001..9999 once converted to UTC") from None
+
 
 def parse_time(text: str) -> float:
-    """RFC 3339 with an offset (Z or +hh:mm) -> epoch seconds."""
-    if not isinstance(text, str) or len(text) < 20 or text[10] not in "Tt ":
-        raise ValueError("not an RFC 3339 timestamp")
-    value = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1] in "Zz" else text)
-    if value.tzinfo is None:
-        raise ValueError("an RFC 3339 timestamp needs an offset (Z or +hh:mm)")
-    return value.timestamp()
+    """An RFC 3339 timestamp with offset -> epoch seconds (float, UTC). Raises ValueError if invalid.
+
+    Lowercase 't'/'z' and any number of fraction digits are accepted (truncated to microseconds);
+    a leap second (:60) counts as the first second of the next minute.
+    """
+    if not isinstance(text, str):
+        raise ValueError("not a string")
+    return _parse(text)[0]
 
 
 def format_time(epoch: float) -> str:
-    """Epoch seconds -> RFC 3339 UTC text: 2026-11-30T12:00:00Z (microseconds only when not zero)."""
-    value = datetime.fromtimestamp(epoch, UTC)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S")
-    return text + (f".{value.microsecond:06d}Z" if value.microsecond else "Z")
+    """Epoch seconds -> RFC 3339 UTC text: `2026-11-30T12:00:00Z`, `2026-11-30T12:00:00.250000Z`.
 
-
-def _bad(field: str, rule: str) -> BadMessage:
-    return BadMessage("invalid_data", f"{field}: {rule}")
-
-
-def _string(obj: dict, name: str, where: str, low: int = 1, high: int = 256) -> str:
-    value = obj.get(name)
-    if not isinstance(value, str) or not low <= len(value) <= high:
-        raise _bad(f"{where}.{name}", f"must be a string of {low} to {high} characters")
-    return value
-
-
-def _time(obj: dict, name: str, where: str) -> float:
+    Rounded to the microsecond; `format_time(parse_time(t))` is the normalized form of `t`.
+    Raises ValueError for NaN, infinities and times outside the years 0001..9999.
+    """
+    if not math.isfinite(epoch):
+        raise ValueError(f"not a finite time: {epoch!r}")
+    seconds = math.floor(epoch)
+    micros = round((epoch - seconds) * 1_000_000)  # epoch - floor(epoch) is exact
     try:
-        return parse_time(obj.get(name))
-    except (ValueError, TypeError):
-        raise _bad(f"{where}.{name}", "must be an RFC 3339 timestamp with an offset") from None
+        return _format_utc(_EPOCH + timedelta(seconds=seconds, microseconds=micros))
+    except OverflowError:
+        raise ValueError(f"time out of range: {epoch!r}") from None
 
 
-def _int(obj: dict, name: str, where: str, low: int) -> int:
-    value = obj.get(name)
-    if type(value) is not int or value < low:
-        raise _bad(f"{where}.{name}", f"must be an integer >= {low}")
-    return value
-
-
-def _envelope(event) -> tuple[str, str, str]:
-    if not isinstance(event, dict):
-        raise BadMessage("invalid_envelope", "the record value must be a JSON object (a CloudEvent)")
-    if event.get("specversion") != "1.0":
-        raise BadMessage("invalid_envelope", "specversion: must be \"1.0\"")
-    for name, high in (("id", 128), ("source", 256)):
-        value = event.get(name)
-        if not isinstance(value, str) or not 1 <= len(value) <= high:
-            raise BadMessage("invalid_envelope", f"{name}: must be a string of 1 to {high} characters")
-    kind = event.get("type")
-    if not isinstance(kind, str):
-        raise BadMessage("invalid_envelope", "type: must be a string")
-    if kind not in INPUT_TYPES:
-        raise BadMessage("unknown_type", f"type: {kind[:80]!r} is not one of {', '.join(INPUT_TYPES)}")
+def _time(text: str, field: str) -> tuple[float, str]:
     try:
-        parse_time(event.get("time"))
-    except (ValueError, TypeError):
-        raise BadMessage("invalid_envelope", "time: must be an RFC 3339 timestamp with an offset") from None
-    if "datacontenttype" in event and event["datacontenttype"] != "application/json":
-        raise BadMessage("invalid_envelope", "datacontenttype: must be \"application/json\"")
-    if not isinstance(event.get("data"), dict):
-        raise BadMessage("invalid_envelope", "data: must be a JSON object")
-    return event["id"], event["source"], kind
+        return _parse(text)
+    except ValueError as exc:
+        raise BadMessage("invalid_data", f"{field}: {exc}") from None
 
 
-def _player(data: dict, side: str) -> tuple[str, bool]:
-    obj = data.get(side)
-    if not isinstance(obj, dict):
-        raise _bad(f"data.{side}", "must be an object with player_id")
-    player = _string(obj, "player_id", f"data.{side}", 1, 128)
-    guest = obj.get("guest", False)
-    if not isinstance(guest, bool):
-        raise _bad(f"data.{side}.guest", "must be true or false")
-    return player, guest
+# ---------------------------------------------------------------------------------------------
+# Schemas
 
 
-def _time_control(data: dict) -> TimeControl:
-    tc = data.get("time_control")
-    if not isinstance(tc, dict):
-        raise _bad("data.time_control", "must be an object")
-    if "days_per_move" in tc:
-        if len(tc) != 1:
-            raise _bad("data.time_control", "days_per_move stands alone (no base_seconds/increment_seconds)")
-        return TimeControl(days_per_move=_int(tc, "days_per_move", "data.time_control", 1))
-    if set(tc) != {"base_seconds", "increment_seconds"}:
-        raise _bad("data.time_control", "must be {base_seconds, increment_seconds} or {days_per_move}")
-    return TimeControl(_int(tc, "base_seconds", "data.time_control", 0),
-                       _int(tc, "increment_seconds", "data.time_control", 0))
+def load_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of one message type (`envelope`, `game.finished`, ..., `rating.changed`)."""
+    return orjson.loads((SCHEMAS_DIR / f"{name}.json").read_bytes())
 
 
-def _game(data: dict) -> GameFinished:
-    game_id = _string(data, "game_id", "data", 1, 256)
-    rated = data.get("rated")
-    if not isinstance(rated, bool):
-        raise _bad("data.rated", "must be true or false")
-    variant = _string(data, "variant", "data", 1, 64)
-    white, white_guest = _player(data, "white")
-    black, black_guest = _player(data, "black")
-    if white == black:
-        raise BadMessage("invalid_rule", f"data.black.player_id: a player may not meet himself ({white!r})")
-    result = data.get("result")
-    if result not in RESULTS:
-        raise _bad("data.result", "must be one of '1-0', '0-1', '1/2-1/2'")
-    return GameFinished(game_id, rated, variant, _time_control(data), white, black, result,
-                        _time(data, "finished_at", "data"), white_guest, black_guest)
+def _no_remote_refs(uri: str):
+    raise ValueError(f"schemas/ must be self-contained: no remote $ref ({uri})")
 
 
-def decode(value: bytes | None, max_bytes: int = 1_048_576) -> Message:
-    """Record value -> Message, or BadMessage with the reason."""
+def _compile(name: str):
+    # Formats off: times are checked by the schemas' regex, then parsed here. No remote $ref, ever.
+    handlers = {"http": _no_remote_refs, "https": _no_remote_refs, "file": _no_remote_refs}
+    return fastjsonschema.compile(load_schema(name), handlers=handlers, use_default=False, use_formats=False)
+
+
+_ENVELOPE = _compile("envelope")
+_OUTPUT = _compile(OUTPUT_TYPE)
+_SchemaError = fastjsonschema.JsonSchemaValueException
+
+_TYPE_NAMES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "object": "an object",
+    "array": "an array",
+    "null": "null",
+}
+
+
+def _show(value: Any, limit: int = 40) -> str:
+    """A short, safe rendering of a value for a reason (reasons end up in Kafka headers)."""
+    if isinstance(value, str):
+        text = repr(value[: limit + 1])
+        return text if len(value) <= limit else text[:-1] + "...'"
+    if value is None or isinstance(value, bool | int | float):
+        return orjson.dumps(value).decode() if not isinstance(value, float) else repr(value)
+    return _TYPE_NAMES.get(_json_type(value), type(value).__name__)
+
+
+def _key(key: str) -> str:
+    """A field name for a reason: as is when short and printable, else quoted and shortened."""
+    return key if len(key) <= 40 and key.isprintable() and key else _show(key)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return "null"
+
+
+def _number(n: Any) -> str:
+    return str(int(n)) if isinstance(n, float) and n.is_integer() else str(n)
+
+
+def _schema_reason(exc: fastjsonschema.JsonSchemaValueException, root: str) -> str:
+    """fastjsonschema's error -> "field: what is wrong". `root` names the validated object ("" or "data")."""
+    name = exc.name  # "data", "data.white.player_id", "data.players[0].votes"
+    field = root + name[4:] if root else name[5:]
+    rule, expected, value = exc.rule, exc.rule_definition, exc.value
+    definition = exc.definition if isinstance(exc.definition, dict) else {}
+    note = definition.get("description")
+
+    def at(key: str) -> str:
+        return f"{field}.{key}" if field else key
+
+    if rule == "required":
+        missing = next((k for k in expected if isinstance(value, dict) and k not in value), expected[0])
+        return f"{at(missing)}: is required"
+    if rule == "additionalProperties":
+        allowed = definition.get("properties", {})
+        extra = next((k for k in value if k not in allowed), "?") if isinstance(value, dict) else "?"
+        return f"{at(_key(extra))}: unknown field (allowed: {', '.join(allowed)})"
+    if not field:
+        field = "envelope"
+    if rule in ("not", "oneOf", "anyOf", "maxProperties", "minProperties", "dependencies", None):
+        # `not: {}` forbids a field where it has no meaning; the others describe the allowed shapes.
+        if note:
+            return f"{field}: {note}"
+        return f"{field}: is not allowed here" if rule in ("not", None) else exc.message
+    if rule == "type":
+        names = [expected] if isinstance(expected, str) else list(expected)
+        want = " or ".join(_TYPE_NAMES.get(t, t) for t in names)
+        text = f"must be {want}, not {_TYPE_NAMES[_json_type(value)]}"
+    elif rule == "enum":
+        text = f"must be one of {', '.join(_show(v) for v in expected)} (got {_show(value)})"
+    elif rule == "const":
+        text = f"must be {_show(expected)} (got {_show(value)})"
+    elif rule == "minLength":
+        text = f"must be at least {expected} character{'s' if expected != 1 else ''} long"
+    elif rule == "maxLength":
+        text = f"must be at most {expected} characters long (got {len(value)})"
+    elif rule in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[rule]
+        text = f"must be {op} {_number(expected)} (got {_show(value)})"
+    elif rule == "pattern":
+        if definition.get("format") == "date-time":
+            text = "must be an RFC 3339 timestamp with offset, e.g. '2026-11-30T12:00:00Z'"
+        elif field == "datacontenttype":
+            text = f"must be 'application/json' (got {_show(value)})"
+        else:
+            text = f"must match the pattern {expected}"
+    elif rule in ("minItems", "maxItems"):
+        text = f"must have {'at least' if rule == 'minItems' else 'at most'} {expected} items"
+    else:
+        text = exc.message.replace(name, "", 1).strip() or rule
+    return f"{field}: {text} ({note})" if note else f"{field}: {text}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Payload builders: validated `data` dict -> (payload, cause time text, ref)
+
+
+def _int(v: Any) -> int:
+    # JSON Schema's "integer" includes 5.0; the payload gets a real int.
+    return v if v.__class__ is int else int(v)
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else _int(v)
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _positional_constructor(cls):
+    """A constructor taking every field of a frozen slots dataclass positionally, about twice as fast.
+
+    A frozen dataclass's __init__ sets each field through object.__setattr__; this sets the slots
+    directly. The object is the same (==, hash, repr), so it is only used on the hot path (game.finished).
+    """
+    names = [f.name for f in dataclasses.fields(cls)]
+    if "__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__"):
+        return cls
+    namespace = {"_new": object.__new__, "_cls": cls}
+    namespace.update({f"_set_{n}": cls.__dict__[n].__set__ for n in names})
+    lines = [f"def make({', '.join(names)}):", "    obj = _new(_cls)"]
+    lines += [f"    _set_{n}(obj, {n})" for n in names]
+    lines.append("    return obj")
+    exec("\n".join(lines), namespace)  # noqa: S102 - generated from the dataclass's own field names
+    make = namespace["make"]
+    make.__doc__ = f"{cls.__name__}(...) with every field given positionally."
+    return make
+
+
+_new_game = _positional_constructor(GameFinished)
+_new_message = _positional_constructor(Message)
+_TIME_CONTROLS: dict[tuple, TimeControl] = {}
+
+
+def _game(d: dict) -> tuple[GameFinished, str, str]:
+    tc = d["time_control"]
+    days = tc.get("days_per_move")
+    key = (days,) if days is not None else (tc["base_seconds"], tc["increment_seconds"])
+    time_control = _TIME_CONTROLS.get(key)
+    if time_control is None:
+        if days is not None:
+            time_control = TimeControl(days_per_move=_int(days))
+        else:
+            time_control = TimeControl(base_seconds=_int(key[0]), increment_seconds=_int(key[1]))
+        if len(_TIME_CONTROLS) < 1024:  # the few common controls; never unbounded
+            _TIME_CONTROLS[key] = time_control
+    white, black = d["white"], d["black"]
+    white_id, black_id = white["player_id"], black["player_id"]
+    if white_id == black_id:
+        raise BadMessage(
+            "invalid_rule",
+            f"data.black.player_id: a player may not meet himself ({_show(white_id)} is also white)",
+        )
+    finished_at, text = _time(d["finished_at"], "data.finished_at")
+    game_id = d["game_id"]
+    return (
+        _new_game(
+            game_id,
+            d["rated"],
+            d["variant"],
+            time_control,
+            white_id,
+            black_id,
+            d["result"],
+            finished_at,
+            white.get("guest", False),
+            black.get("guest", False),
+        ),
+        text,
+        game_id,
+    )
+
+
+def _event(d: dict) -> tuple[EventFinished, str, str]:
+    finished_at, text = _time(d["finished_at"], "data.finished_at")
+    kind = d["kind"]
+    listed: set[str] = set()
+    players: list = []
+    for i, p in enumerate(d["players"]):
+        pid = p["player_id"]
+        if pid in listed:
+            raise BadMessage(
+                "invalid_rule", f"data.players[{i}].player_id: {_show(pid)} is listed more than once"
+            )
+        listed.add(pid)
+        if kind == "turbo_live":
+            tg = p["team_games"]
+            players.append(
+                TurboPlayer(
+                    pid,
+                    float(p["agreement"]),
+                    _int(p["votes"]),
+                    TeamGames(_int(tg["won"]), _int(tg["drawn"]), _int(tg["lost"])),
+                    _int(p.get("top_ups", 0)),
+                )
+            )
+        else:
+            players.append(EventPlayer(pid, _opt_int(p.get("age")), _opt_int(p.get("birth_year"))))
+    games = []
+    for j, g in enumerate(d.get("games", ())):
+        white, black = g["white"], g["black"]
+        if white == black:
+            raise BadMessage(
+                "invalid_rule",
+                f"data.games[{j}].black: a player may not meet himself ({_show(white)} is also white)",
+            )
+        for side, pid in (("white", white), ("black", black)):
+            if pid not in listed:
+                raise BadMessage(
+                    "invalid_rule", f"data.games[{j}].{side}: {_show(pid)} is not listed in data.players"
+                )
+        games.append(EventGame(_int(g["round"]), white, black, g["result"]))
+    tc = d.get("time_control")
+    competition_id = d["competition_id"]
+    return (
+        EventFinished(
+            competition_id,
+            kind,
+            d["rated"],
+            finished_at,
+            tuple(players),
+            tuple(games),
+            d.get("format"),
+            None if tc is None else float(tc["base_minutes"]),
+            None if tc is None else _int(tc["increment_seconds"]),
+            d.get("rating_type"),
+        ),
+        text,
+        competition_id,
+    )
+
+
+def _puzzle(d: dict) -> tuple[PuzzleAttempted, str, str]:
+    attempted_at, text = _time(d["attempted_at"], "data.attempted_at")
+    puzzle_id = d["puzzle_id"]
+    return (
+        PuzzleAttempted(
+            d["system"],
+            d["player_id"],
+            puzzle_id,
+            d["correct"],
+            attempted_at,
+            d.get("mode"),
+            _opt_float(d.get("seconds")),
+            _opt_float(d.get("seconds_after_first_move")),
+            d.get("challenge", False),
+            _opt_float(d.get("puzzle_rating")),
+        ),
+        text,
+        puzzle_id,
+    )
+
+
+def _closed(d: dict) -> tuple[AccountClosed, str, None]:
+    closed_at, text = _time(d["closed_at"], "data.closed_at")
+    return AccountClosed(d["player_id"], d["reason"], closed_at), text, None
+
+
+def _imported(d: dict) -> tuple[RatingImported, str, None]:
+    imported_at, text = _time(d["imported_at"], "data.imported_at")
+    last = d.get("last_played_at")
+    last_played_at = None if last is None else _time(last, "data.last_played_at")[0]
+    return (
+        RatingImported(
+            d["player_id"],
+            d["system"],
+            d["category"],
+            float(d["rating"]),
+            imported_at,
+            rd=_opt_float(d.get("rd")),
+            volatility=_opt_float(d.get("volatility")),
+            games=_opt_int(d.get("games")),
+            wins=_opt_int(d.get("wins")),
+            draws=_opt_int(d.get("draws")),
+            losses=_opt_int(d.get("losses")),
+            events=_opt_int(d.get("events")),
+            peak=_opt_float(d.get("peak")),
+            birth_year=_opt_int(d.get("birth_year")),
+            last_played_at=last_played_at,
+        ),
+        text,
+        None,
+    )
+
+
+_BUILDERS = {
+    "game.finished": _game,
+    "event.finished": _event,
+    "puzzle.attempted": _puzzle,
+    "account.closed": _closed,
+    "rating.imported": _imported,
+}
+# type -> (data validator, payload builder)
+_TYPES = {t: (_compile(t), _BUILDERS[t]) for t in INPUT_TYPES}
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+def _not_json(value: Any, exc: Exception) -> BadMessage:
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            bytes(value).decode("utf-8")
+        except UnicodeDecodeError as err:
+            return BadMessage(
+                "invalid_utf8", f"record value: invalid UTF-8 at byte {err.start} ({err.reason})"
+            )
+    return BadMessage("invalid_json", f"record value: invalid JSON ({exc})")
+
+
+def _nul_path(value: Any, path: str) -> str | None:
+    """The first field (or key) at or under `path` whose text contains U+0000, if any.
+
+    Iterative: JSON may nest 1,024 deep, deeper than Python's recursion limit.
+    """
+    stack = [(path, value)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                return path
+        elif isinstance(value, dict):
+            for key in value:
+                if "\x00" in key:
+                    return f"{path}.{_key(key)}"
+            stack.extend((f"{path}.{_key(key)}", item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+    return None
+
+
+def _reject_nul(event: dict) -> None:
+    """PostgreSQL text cannot hold U+0000: no string the worker keeps may contain it."""
+    for name in ("id", "source"):
+        if "\x00" in event[name]:
+            raise BadMessage("invalid_envelope", f"{name}: must not contain the NUL character (U+0000)")
+    found = _nul_path(event["data"], "data")
+    if found:
+        if len(found) > 120:  # deep nesting: keep the reason (a Kafka header) short
+            found = f"{found[:60]}...{found[-40:]}"
+        raise BadMessage("invalid_data", f"{found}: must not contain the NUL character (U+0000)")
+
+
+def decode(value: bytes | None, max_bytes: int = MAX_BYTES) -> Message:
+    """One Kafka record value -> a valid input `Message`, or BadMessage(error_class, reason)."""
     if value is None:
-        raise BadMessage("invalid_json", "the record has no value (a tombstone)")
-    if len(value) > max_bytes:
-        raise BadMessage("too_large", f"the record value is {len(value)} bytes, more than the limit {max_bytes}")
+        raise BadMessage("invalid_json", "record value: missing (a null value, e.g. a tombstone)")
+    size = len(value)
+    if size > max_bytes:
+        raise BadMessage("too_large", f"record value: {size} bytes, over the limit of {max_bytes} bytes")
+    if value.__class__ is memoryview:
+        value = value.tobytes()
     try:
         event = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
+        raise _not_json(value, exc) from None
+    # A NUL can only be written \u0000 in JSON: the exact check runs only when the text has one.
+    nul = (b"\\u0000" if value.__class__ is not str else "\\u0000") in value
+    if event.__class__ is not dict:
+        raise BadMessage("invalid_envelope", f"envelope: must be a JSON object, not {_show(event)}")
+    try:
+        _ENVELOPE(event)
+    except _SchemaError as exc:
+        raise BadMessage("invalid_envelope", _schema_reason(exc, "")) from None
+    type_ = event["type"]
+    entry = _TYPES.get(type_)
+    if entry is None:
+        if type_ == OUTPUT_TYPE:
+            raise BadMessage(
+                "unknown_type", "type: 'rating.changed' is the worker's output, not an input type"
+            )
+        raise BadMessage(
+            "unknown_type",
+            f"type: unknown message type {_show(type_)} (expected one of {', '.join(INPUT_TYPES)})",
+        )
+    time = event["time"]
+    # The schema's regex leaves impossible days (Feb 30), year 0 and the rarer forms (offsets, fractions)
+    # to check: a canonical time with a day up to 28 is valid as it stands.
+    if len(time) != 20 or time[19] != "Z" or time[10] != "T" or time[8:10] > "28" or time[:4] == "0000":
         try:
-            bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            raise BadMessage("invalid_utf8", "the record value is not valid UTF-8") from None
-        raise BadMessage("invalid_json", f"the record value is not JSON: {exc}") from None
-    event_id, source, kind = _envelope(event)
+            _parse(time)
+        except ValueError as exc:
+            raise BadMessage("invalid_envelope", f"time: {exc}") from None
+    validate, build = entry
     data = event["data"]
-    if kind == "game.finished":
-        game = _game(data)
-        return Message(source, event_id, kind, format_time(game.finished_at), game, game.game_id)
-    return _unrated_type(source, event_id, kind, data)
+    try:
+        validate(data)
+    except _SchemaError as exc:
+        raise BadMessage("invalid_data", _schema_reason(exc, "data")) from None
+    if nul:
+        _reject_nul(event)
+    payload, cause_time, ref = build(data)
+    return _new_message(event["source"], event["id"], type_, cause_time, payload, ref)
 
 
-def _unrated_type(source: str, event_id: str, kind: str, data: dict) -> Message:
-    """Types whose rating systems this version does not have yet: identified, not validated further.
+def validate_output(event: dict) -> None:
+    """Check one outgoing rating.changed CloudEvent (envelope + data, subject = player_id).
 
-    The pipeline dead-letters them as `unsupported` (nothing is marked processed), so they can be
-    re-submitted from the DLQ once their system exists.
+    For tests and tools: raises BadMessage (invalid_envelope / unknown_type / invalid_data / invalid_rule).
     """
-    from worker.ratings import inputs
-
-    if kind == "event.finished":
-        payload = inputs.EventFinished(str(data.get("competition_id", "")), str(data.get("kind", "")),
-                                       bool(data.get("rated")), 0.0, ())
-    elif kind in ("puzzle.attempted", "rating.imported"):
-        payload = inputs.PuzzleAttempted(str(data.get("system", "")), "", "", False, 0.0)
-    else:
-        payload = inputs.AccountClosed(str(data.get("player_id", "")), str(data.get("reason", "")), 0.0)
-    return Message(source, event_id, kind, "", payload, None)
+    try:
+        _ENVELOPE(event)
+    except _SchemaError as exc:
+        raise BadMessage("invalid_envelope", _schema_reason(exc, "")) from None
+    if event["type"] != OUTPUT_TYPE:
+        raise BadMessage("unknown_type", f"type: must be 'rating.changed' (got {_show(event['type'])})")
+    try:
+        _OUTPUT(event["data"])
+    except _SchemaError as exc:
+        raise BadMessage("invalid_data", _schema_reason(exc, "data")) from None
+    if event.get("subject") != event["data"]["player_id"]:
+        raise BadMessage("invalid_rule", "subject: must be the data.player_id")
+    _time(event["data"]["changed_at"], "data.changed_at")
