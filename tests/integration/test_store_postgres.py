@@ -328,9 +328,76 @@ async def test_an_exception_rolls_back_everything(store, db_url):
                 {"yan": 5.0},
             )
             raise RuntimeError("boom")
-    for table in ("players", "ratings", "rating_changes", "processed_messages"):
+    for table in ("players", "ratings", "rating_changes", "outbox", "processed_messages"):
         assert await _count(db_url, table) == 0, table
     assert await store.unpublished(10, 0) == []
+    assert await store.outbox_backlog() == 0
+
+
+async def _save_changes(store, key: StateKey, versions: range, cause: str) -> list[int]:
+    async with store.transaction() as tx:
+        await tx.lock_players([key.player_id])
+        records = [_record(key, v, 1500.0 + v, 1.0, f"{cause}-{v}", 1.7e9 + v) for v in versions]
+        return await tx.save({}, records, [], {})
+
+
+async def test_outbox_backlog_counts_the_rows_not_yet_published(store, db_url):
+    assert await store.outbox_backlog() == 0
+    ids = await _save_changes(store, StateKey("anna", "csr", "blitz"), range(1, 6), "m")
+    ids += await _save_changes(store, StateKey("ben", "csr", "blitz"), range(1, 3), "m")
+    assert await store.outbox_backlog() == 7
+    await store.mark_published(ids[:4])
+    assert await store.outbox_backlog() == 3
+    await store.mark_published(ids[:4])  # again: nothing left to remove
+    assert await store.outbox_backlog() == 3
+    await store.mark_published(ids)
+    assert await store.outbox_backlog() == 0
+    assert await _count(db_url, "rating_changes") == 7  # the history stays
+
+
+async def test_mark_published_takes_rows_out_of_unpublished(store, db_url):
+    anna, ben = StateKey("anna", "csr", "blitz"), StateKey("ben", "csr", "blitz")
+    a_ids = await _save_changes(store, anna, range(1, 4), "a")
+    b_ids = await _save_changes(store, ben, range(1, 4), "b")
+    assert [u.row_id for u in await store.unpublished(100, 0)] == a_ids + b_ids
+    await store.mark_published([b_ids[1], a_ids[0], a_ids[2]])  # any order, across batches
+    pending = await store.unpublished(100, 0)
+    assert [(u.row_id, u.player_id) for u in pending] == [
+        (a_ids[1], "anna"),
+        (b_ids[0], "ben"),
+        (b_ids[2], "ben"),
+    ]
+    assert await store.unpublished(1, 0) == pending[:1]  # still oldest first
+    await store.mark_published([])  # nothing to do, no round trip
+    await store.mark_published([u.row_id for u in pending] + [10**12])  # an unknown id is ignored
+    assert await store.unpublished(100, 0) == []
+    assert await store.outbox_backlog() == 0
+    conn = await asyncpg.connect(db_url)
+    try:
+        # The history rows are untouched: still there, payloads included.
+        payloads = await conn.fetch("SELECT id, payload FROM rating_changes ORDER BY id")
+        assert [r["id"] for r in payloads] == a_ids + b_ids
+        assert all(orjson.loads(r["payload"])["subject"] in ("anna", "ben") for r in payloads)
+    finally:
+        await conn.close()
+
+
+async def test_unpublished_only_returns_rows_older_than_the_minimum_age(store, db_url):
+    key = StateKey("anna", "csr", "blitz")
+    old_ids = await _save_changes(store, key, range(1, 3), "old")
+    conn = await asyncpg.connect(db_url)
+    try:
+        # Age the first batch: as if it had been written (and not published) a minute ago.
+        await conn.execute(
+            "UPDATE outbox SET created_at = created_at - interval '60 seconds' WHERE change_id = ANY($1::int8[])",
+            old_ids,
+        )
+    finally:
+        await conn.close()
+    new_ids = await _save_changes(store, key, range(3, 5), "new")
+    assert [u.row_id for u in await store.unpublished(100, 30)] == old_ids
+    assert [u.row_id for u in await store.unpublished(100, 0)] == old_ids + new_ids
+    assert await store.outbox_backlog() == 4
 
 
 async def test_writes_for_players_not_locked_are_refused(store):
@@ -489,6 +556,7 @@ async def test_a_batch_of_500_games_is_written_in_one_round_trip(store, db_url):
             }
         )
     assert await _count(db_url, "rating_changes") == 4000
+    assert await _count(db_url, "outbox") == 4000  # written with the history, in the same statement
     assert await _count(db_url, "processed_messages") == 2000
     last = timings[-1]
     print("\n500-game batch (ms): " + ", ".join(f"{k} {v * 1000:.1f}" for k, v in last.items()))

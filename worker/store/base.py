@@ -79,6 +79,10 @@ class StateStore(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[StoreTx]:
         """One transaction: commits when the block exits normally, rolls back on an exception."""
 
+    def reader(self) -> AbstractAsyncContextManager[StoreTx]:
+        """Reads without a transaction or locks (processed, closed_accounts, load_states only): the
+        snapshot a batch is planned from before it takes its locks."""
+
     async def mark_published(self, row_ids: Sequence[int]) -> None: ...
 
     async def unpublished(self, limit: int, older_than_seconds: float) -> list[Unpublished]:

@@ -56,6 +56,10 @@ class MemoryStore:
         yield tx
         tx.commit()
 
+    @asynccontextmanager
+    async def reader(self):
+        yield _MemoryTx(self)
+
     async def mark_published(self, row_ids: Sequence[int]) -> None:
         self.published.update(row_ids)
 

@@ -7,8 +7,12 @@ Round trips of one batch (`worker.engine.apply_batch`), whatever its size:
     processed        1
     closed_accounts  0  answered from what lock_players returned
     load_states      1
-    save             1  states, history/outbox, processed ids, closures: one statement
+    save             1  states, history + outbox rows, processed ids, closures: one statement
     COMMIT
+
+then, once the batch's rating.changed messages are acknowledged by the broker, `mark_published`
+deletes the batch's rows from the narrow `outbox` table (the wide history rows are written once and
+never updated).
 
 A batch travels as one jsonb parameter per group of rows (JSON arrays written by orjson through the
 connection's jsonb codec) expanded by jsonb_array_elements() on the server; payloads as one bytea.
@@ -224,13 +228,24 @@ class PostgresStore:
         async with self._pool.acquire() as conn, conn.transaction(isolation="read_committed"):
             yield PostgresTx(conn)
 
+    @asynccontextmanager
+    async def reader(self) -> AsyncIterator[PostgresTx]:
+        """Reads without a transaction or locks: the snapshot a batch is planned from."""
+        async with self._pool.acquire() as conn:
+            yield PostgresTx(conn)
+
     async def mark_published(self, row_ids: Sequence[int]) -> None:
+        """Take these history rows out of the outbox (ids not in it are ignored)."""
         if row_ids:
             await self._pool.execute(QUERIES["mark_published"], list(row_ids))
 
     async def unpublished(self, limit: int, older_than_seconds: float) -> list[Unpublished]:
         rows = await self._pool.fetch(QUERIES["unpublished"], limit, float(older_than_seconds))
         return [Unpublished(row_id, player_id, payload) for row_id, player_id, payload in rows]
+
+    async def outbox_backlog(self) -> int:
+        """How many history rows are not published yet (the outbox's size), for a gauge."""
+        return await self._pool.fetchval(QUERIES["outbox_backlog"])
 
 
 async def create_pool(url: str, min_size: int = 1, max_size: int = 4, **kwargs: Any) -> asyncpg.Pool:

@@ -78,8 +78,15 @@ JOIN ratings AS r ON r.player_id = e->>0 AND r.system = e->>1 AND r.category = e
 --                  cause_source, cause_id, cause_ref, changed_at (epoch seconds),
 --                  payload offset, payload length]
 --   $5 payloads   bytea: every change's payload, concatenated in the order of $4
+-- Every history row also gets its outbox row (same statement, same transaction): unpublished until
+-- mark_published deletes it.
 -- Returns (id, event_id) of the history rows; event ids are unique, the caller maps them back to
 -- input order.
+-- The ratings upsert stays ON CONFLICT DO UPDATE: its updates are HOT (no index covers a column it
+-- changes, and the table's fillfactor leaves room on the page; `updated_at = now()` touches no
+-- index). Measured: an UPDATE ... FROM for the existing keys plus an INSERT for the new ones writes
+-- half the WAL records (no separate row-lock record) but is no faster (27 ms against 26 ms for
+-- 2,000 rows).
 WITH
 states AS (
     INSERT INTO ratings AS r
@@ -121,6 +128,10 @@ changes AS (
            substring($5::bytea FROM (e->>12)::int4 + 1 FOR (e->>13)::int4)
     FROM jsonb_array_elements($4::jsonb) AS e
     RETURNING id, event_id
+),
+outbox AS (
+    INSERT INTO outbox (change_id)
+    SELECT id FROM changes
 )
 SELECT id, event_id FROM changes;
 
@@ -130,20 +141,26 @@ SELECT id, event_id FROM changes;
 -- ---------------------------------------------------------------------------------------------
 
 -- name: mark_published
--- $1 jsonb array of history row ids. Idempotent: a row already marked keeps its first
--- publication time.
-UPDATE rating_changes AS r SET published_at = now()
-FROM jsonb_array_elements_text($1::jsonb) AS u(id)
-WHERE r.id = u.id::int8 AND r.published_at IS NULL;
+-- $1 int8[] of history row ids: remove them from the outbox. Idempotent (ids already gone match
+-- nothing); the history rows are not touched. `= ANY(array)` here, not a join: the planner gets
+-- a bitmap scan of the primary key that visits each outbox page once, and rows are deleted (row
+-- locked) in an order that does not depend on the order of the ids given. Measured on 2,000 ids:
+-- 3.1 ms, against 7.7 ms for a join on unnest() or on jsonb_array_elements() (one index probe per
+-- id, in the caller's order).
+DELETE FROM outbox WHERE change_id = ANY($1::int8[]);
 
 -- name: unpublished
--- $1 limit, $2 minimum age in seconds: rows not yet published, oldest first
--- (uses the partial index rating_changes_unpublished).
-SELECT id, player_id, payload
-FROM rating_changes
-WHERE published_at IS NULL AND created_at <= now() - make_interval(secs => $2::float8)
-ORDER BY id
+-- $1 limit, $2 minimum age in seconds: history rows still in the outbox, oldest first.
+SELECT r.id, r.player_id, r.payload
+FROM outbox AS o
+JOIN rating_changes AS r ON r.id = o.change_id
+WHERE o.created_at <= now() - make_interval(secs => $2::float8)
+ORDER BY o.change_id
 LIMIT $1;
+
+-- name: outbox_backlog
+-- History rows not yet published (the outbox is small: a count is cheap).
+SELECT count(*) FROM outbox;
 
 
 -- ---------------------------------------------------------------------------------------------
