@@ -32,6 +32,9 @@ class RatingSystem(Protocol):
 
     def state_keys(self, payload) -> list[StateKey]: ...
 
+    def more_keys(self, payload, loaded: Mapping[StateKey, RatingState]) -> list[StateKey]:
+        """States needed only when some of `state_keys` are not stored yet (none for most systems)."""
+
     def cause_time(self, payload) -> float: ...
 
     def rate(self, payload, states: Mapping[StateKey, RatingState], closed: Mapping[str, float]) -> Outcome: ...
@@ -45,6 +48,9 @@ class CsrGames:
 
     def state_keys(self, game: GameFinished) -> list[StateKey]:
         return csr.state_keys(game)
+
+    def more_keys(self, game: GameFinished, loaded) -> list[StateKey]:
+        return csr.more_keys(game, loaded)
 
     def cause_time(self, game: GameFinished) -> float:
         return game.finished_at
@@ -81,50 +87,141 @@ class BatchResult:
     unrated_reasons: list[str | None] = field(default_factory=list)
     records: list[ChangeRecord] = field(default_factory=list)
     row_ids: list[int] = field(default_factory=list)
+    planned: bool = False  # computed ahead of the locks, and the plan held
 
 
-async def apply_batch(store: StateStore, messages: Sequence[Message], hooks: BatchHooks | None = None) -> BatchResult:
+@dataclass(slots=True)
+class Computed:
+    result: BatchResult
+    changed: dict[StateKey, RatingState]
+    processed: list[ProcessedMessage]
+
+
+@dataclass(slots=True)
+class _Needs:
+    systems: list[RatingSystem]
+    players: list[str]
+    keys: set[StateKey]
+    ids: list[tuple[str, str]]
+
+
+@dataclass(slots=True)
+class Plan:
+    """A batch computed before its locks, and what it assumed: used only if the locked reads agree.
+
+    The assumptions are the states it read (absent keys left out), which of its message ids were
+    already processed, and the fair-play closures of its players. States are compared whole, not by
+    version: an earlier batch whose own plan failed recomputes under its locks and writes the same
+    version numbers with other values.
+    """
+
+    states: dict[StateKey, RatingState]
+    done: frozenset[tuple[str, str]]
+    closed: dict[str, float]
+    computed: Computed
+    needs: _Needs
+
+    def holds(self, loaded: dict[StateKey, RatingState], done: set, closed: dict[str, float]) -> bool:
+        return (
+            self.closed == closed
+            and self.done == frozenset(done)
+            and loaded == self.states
+        )
+
+
+def _needs(messages: Sequence[Message]) -> _Needs:
+    systems = [system_for(m) for m in messages]
+    players = sorted({p for m, s in zip(messages, systems, strict=True) for p in s.players(m.payload)})
+    keys = {k for m, s in zip(messages, systems, strict=True) for k in s.state_keys(m.payload)}
+    return _Needs(systems, players, keys, [(m.source, m.id) for m in messages])
+
+
+async def _load(reader, messages: Sequence[Message], needs: _Needs) -> dict[StateKey, RatingState]:
+    """The states the batch reads: its keys, then, only where some are missing, what those need."""
+    loaded = await reader.load_states(needs.keys)
+    more = {
+        k for m, s in zip(messages, needs.systems, strict=True) for k in s.more_keys(m.payload, loaded)
+    } - loaded.keys()
+    if more:
+        loaded.update(await reader.load_states(more))
+    return loaded
+
+
+def compute(
+    messages: Sequence[Message], systems: Sequence[RatingSystem], working: dict[StateKey, RatingState],
+    done: set[tuple[str, str]], closed: Mapping[str, float],
+) -> Computed:
+    """The pure part of a batch: messages in order against `working` (updated in place) and `done`."""
+    result = BatchResult()
+    changed: dict[StateKey, RatingState] = {}
+    processed: list[ProcessedMessage] = []
+    for message, system in zip(messages, systems, strict=True):
+        ident = (message.source, message.id)
+        if ident in done:
+            result.outcomes.append("duplicate")
+            result.unrated_reasons.append(None)
+            continue
+        done.add(ident)
+        outcome = system.rate(message.payload, working, closed)
+        if outcome.changes:
+            at = system.cause_time(message.payload)
+            cause = message_cause(message)
+            for ch in outcome.changes:
+                working[ch.key] = ch.after
+                changed[ch.key] = ch.after
+                result.records.append(change_record(message, ch, at, cause))
+        status = "applied" if outcome.rated else "unrated"
+        result.outcomes.append(status)
+        result.unrated_reasons.append(outcome.unrated_reason)
+        processed.append(ProcessedMessage(message.source, message.id, message.type, status))
+    return Computed(result, changed, processed)
+
+
+async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Sequence[Plan]) -> Plan:
+    """Compute a batch ahead of its locks from a snapshot, with the batches in flight before it on top."""
+    needs = _needs(messages)
+    async with store.reader() as r:
+        working = await _load(r, messages, needs)
+        done = await r.processed(needs.ids)
+        closed = await r.closed_accounts(needs.players)
+    ids = set(needs.ids)
+    for plan in earlier:
+        for key in needs.keys:
+            st = plan.computed.changed.get(key)
+            if st is not None:
+                working[key] = st
+        done.update(i for i in ((p.source, p.id) for p in plan.computed.processed) if i in ids)
+    assumed = dict(working)
+    assumed_done = frozenset(done)
+    return Plan(assumed, assumed_done, dict(closed), compute(messages, needs.systems, working, done, closed), needs)
+
+
+async def apply_batch(
+    store: StateStore, messages: Sequence[Message], hooks: BatchHooks | None = None, plan: Plan | None = None
+) -> BatchResult:
     """Apply messages in order in one store transaction (every message must have a system).
 
     Lock first, then dedupe: a message being applied by another worker holds its players' locks,
     so its processed id is visible by the time ours are granted. `hooks` let the pipeline keep
-    several batches in flight without reordering them (see pipeline.BatchOrder).
+    several batches in flight without reordering them (see pipeline._Batch); a `plan` that still
+    holds under the locks saves computing inside them.
     """
-    systems = [system_for(m) for m in messages]
-    players = sorted({p for m, s in zip(messages, systems, strict=True) for p in s.players(m.payload)})
-    keys = {k for m, s in zip(messages, systems, strict=True) for k in s.state_keys(m.payload)}
-    result = BatchResult()
+    needs = plan.needs if plan is not None else _needs(messages)
     async with store.transaction() as tx:
         if hooks is not None:
             await hooks.before_lock()
-        await tx.lock_players(players)
+        await tx.lock_players(needs.players)
         if hooks is not None:
             await hooks.after_lock()
-        done = await tx.processed([(m.source, m.id) for m in messages])
-        closed = await tx.closed_accounts(players)
-        working = await tx.load_states(keys)
-        changed: dict[StateKey, RatingState] = {}
-        processed: list[ProcessedMessage] = []
-        for message, system in zip(messages, systems, strict=True):
-            ident = (message.source, message.id)
-            if ident in done:
-                result.outcomes.append("duplicate")
-                result.unrated_reasons.append(None)
-                continue
-            done.add(ident)
-            outcome = system.rate(message.payload, working, closed)
-            if outcome.changes:
-                at = system.cause_time(message.payload)
-                cause = message_cause(message)
-                for ch in outcome.changes:
-                    working[ch.key] = ch.after
-                    changed[ch.key] = ch.after
-                    result.records.append(change_record(message, ch, at, cause))
-            status = "applied" if outcome.rated else "unrated"
-            result.outcomes.append(status)
-            result.unrated_reasons.append(outcome.unrated_reason)
-            processed.append(ProcessedMessage(message.source, message.id, message.type, status))
-        result.row_ids = await tx.save(changed, result.records, processed, {})
+        done = await tx.processed(needs.ids)
+        closed = await tx.closed_accounts(needs.players)
+        working = await _load(tx, messages, needs)
+        if plan is not None and plan.holds(working, done, closed):
+            computed = plan.computed
+            computed.result.planned = True
+        else:
+            computed = compute(messages, needs.systems, working, done, closed)
+        computed.result.row_ids = await tx.save(computed.changed, computed.result.records, computed.processed, {})
         if hooks is not None:
             await hooks.before_commit()
-    return result
+    return computed.result

@@ -34,6 +34,10 @@ class Metrics:
         self.consumer_lag = Gauge(
             "rating_worker_consumer_lag", "Records behind the end of the partition", ["topic", "partition"], registry=r
         )
+        self.batch_plans = Counter(
+            "rating_worker_batch_plans", "Batches by whether the plan made before the locks held or was recomputed",
+            ["result"], registry=r,
+        )
         self.db_retries = Counter("rating_worker_db_retries", "Batches retried after a database error", registry=r)
         self.broker_retries = Counter("rating_worker_broker_retries", "Broker operations retried", registry=r)
         self.outbox_backlog = Gauge("rating_worker_outbox_backlog", "History rows not yet published", registry=r)

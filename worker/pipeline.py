@@ -24,7 +24,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.partitioner import murmur2
 
 from worker.config import Config, kafka_security
-from worker.engine import BatchResult, apply_batch, system_for
+from worker.engine import BatchResult, Plan, apply_batch, plan_batch, system_for
 from worker.messages import BadMessage, decode
 from worker.observability import HealthServer, Metrics, log
 from worker.store.base import ChangeRecord, StateStore
@@ -59,6 +59,8 @@ class _Batch:
         self.good, self.dead, self.offsets, self.started = good, dead, offsets, started
         self.attempt = 0
         self.locked = self.failed = self.committed = self.abandoned = False
+        self.plan: Plan | None = None
+        self.planned = asyncio.Event()
         self._changed = asyncio.Event()
         self._prev_attempt: int | None = None
         self.task: asyncio.Task | None = None
@@ -94,8 +96,18 @@ class _Batch:
             await p._next_change()
 
     def release(self) -> None:
-        """Drop the link to the previous batch once this one committed (no chain of old batches)."""
+        """Drop the links once this batch committed (no chain of old batches stays in memory)."""
         self.prev = None
+        self.plan = None
+
+    def earlier_plans(self) -> list[Plan]:
+        """The plans of the batches before this one that have not committed yet, oldest first."""
+        plans, p = [], self.prev
+        while p is not None and not p.committed:
+            if p.plan is not None:
+                plans.append(p.plan)
+            p = p.prev
+        return plans[::-1]
 
 
 class _FinishBatchesBeforeRevoke(ConsumerRebalanceListener):
@@ -246,15 +258,17 @@ class Pipeline:
         """The database stage, retried until it commits (or shutdown): never skipped, never doubled."""
         if not b.good:
             b.committed = True
+            b.planned.set()
             b.notify()
             return BatchResult()
+        await self._plan(b)
         delay = 0.1
         while True:
             b.attempt += 1
             b.failed = b.locked = False
             b.notify()
             try:
-                result = await apply_batch(self.store, b.good, hooks=b)
+                result = await apply_batch(self.store, b.good, hooks=b, plan=b.plan)
             except PreviousBatchFailed:
                 b.failed, b.locked = True, False
                 b.notify()
@@ -285,6 +299,21 @@ class Pipeline:
                 log(logger, logging.INFO, "database reachable again, batch applied", messages=len(b.good))
             return result
 
+    async def _plan(self, b: _Batch) -> None:
+        """Compute the batch from a snapshot while earlier batches hold their locks (see engine.Plan).
+
+        Plans are made in batch order, each on top of the earlier ones; a failed read only means
+        the batch is computed under its locks instead.
+        """
+        try:
+            if b.prev is not None and not b.prev.committed:
+                await b.prev.planned.wait()
+            b.plan = await plan_batch(self.store, b.good, b.earlier_plans())
+        except DB_ERRORS as exc:
+            log(logger, logging.INFO, "planning read failed, computing under the locks", error=repr(exc))
+        finally:
+            b.planned.set()
+
     async def _complete_finished(self) -> None:
         while self._inflight and self._inflight[0].task.done():
             await self._complete_oldest()
@@ -303,6 +332,7 @@ class Pipeline:
     def _abandon(self) -> None:
         for b in self._inflight:
             b.abandoned = True
+            b.planned.set()
             b.notify()
             b.task.cancel()
         self._inflight.clear()
@@ -313,6 +343,8 @@ class Pipeline:
         if b.dead:
             await self._dead_letter(b.dead)
         self._count(b.good, result)
+        if b.good:
+            self.metrics.batch_plans.labels("held" if result.planned else "recomputed").inc()
         await self._publish(result.records)
         if result.row_ids:
             await self._retry_db("mark published", lambda: self.store.mark_published(result.row_ids))

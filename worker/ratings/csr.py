@@ -159,8 +159,21 @@ def change(key: StateKey, before: RatingState, after: RatingState, params: CsrPa
 
 
 def state_keys(game: GameFinished) -> list[StateKey]:
-    """Every CSR state the game may read: all categories of both players (a new category starts from them)."""
-    return [StateKey(p, SYSTEM, c) for p in (game.white_id, game.black_id) for c in CATEGORIES]
+    """The two ratings the game changes."""
+    cat = category(game.time_control)
+    return [StateKey(game.white_id, SYSTEM, cat), StateKey(game.black_id, SYSTEM, cat)]
+
+
+def more_keys(game: GameFinished, loaded: Mapping[StateKey, RatingState]) -> list[StateKey]:
+    """For a player's first game in a category: his other categories, which the start comes from."""
+    cat = category(game.time_control)
+    return [
+        StateKey(p, SYSTEM, c)
+        for p in (game.white_id, game.black_id)
+        if StateKey(p, SYSTEM, cat) not in loaded
+        for c in CATEGORIES
+        if c != cat
+    ]
 
 
 def rate_game(
