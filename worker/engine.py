@@ -115,17 +115,19 @@ class Plan:
     version numbers with other values.
     """
 
-    states: dict[StateKey, RatingState]
+    states: dict[StateKey, RatingState | None]  # every key read; None: not stored
     done: frozenset[tuple[str, str]]
     closed: dict[str, float]
     computed: Computed
     needs: _Needs
 
     def holds(self, loaded: dict[StateKey, RatingState], done: set, closed: dict[str, float]) -> bool:
+        """Read under the locks, the keys the plan read are exactly as it assumed."""
+        get = loaded.get
         return (
             self.closed == closed
             and self.done == frozenset(done)
-            and loaded == self.states
+            and all(get(k) == st for k, st in self.states.items())
         )
 
 
@@ -136,13 +138,20 @@ def _needs(messages: Sequence[Message]) -> _Needs:
     return _Needs(systems, players, keys, [(m.source, m.id) for m in messages])
 
 
-async def _load(reader, messages: Sequence[Message], needs: _Needs) -> dict[StateKey, RatingState]:
-    """The states the batch reads: its keys, then, only where some are missing, what those need."""
+async def _load(reader, messages: Sequence[Message], needs: _Needs) -> tuple[dict[StateKey, RatingState], set]:
+    """The states the batch reads: its keys, then, only where some are missing, what those need.
+
+    Returns the states found and every key asked for (found or not).
+    """
     loaded = await reader.load_states(needs.keys)
-    more = {
-        k for m, s in zip(messages, needs.systems, strict=True) for k in s.more_keys(m.payload, loaded)
-    } - loaded.keys()
+    asked = set(needs.keys)
+    return await _load_more(reader, messages, needs, loaded, asked), asked
+
+
+async def _load_more(reader, messages, needs: _Needs, loaded: dict, asked: set) -> dict[StateKey, RatingState]:
+    more = {k for m, s in zip(messages, needs.systems, strict=True) for k in s.more_keys(m.payload, loaded)} - asked
     if more:
+        asked |= more
         loaded.update(await reader.load_states(more))
     return loaded
 
@@ -181,17 +190,18 @@ async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Se
     """Compute a batch ahead of its locks from a snapshot, with the batches in flight before it on top."""
     needs = _needs(messages)
     async with store.reader() as r:
-        working = await _load(r, messages, needs)
+        working, asked = await _load(r, messages, needs)
         done = await r.processed(needs.ids)
         closed = await r.closed_accounts(needs.players)
     ids = set(needs.ids)
     for plan in earlier:
-        for key in needs.keys:
-            st = plan.computed.changed.get(key)
+        changed = plan.computed.changed
+        for key in asked:
+            st = changed.get(key)
             if st is not None:
                 working[key] = st
         done.update(i for i in ((p.source, p.id) for p in plan.computed.processed) if i in ids)
-    assumed = dict(working)
+    assumed = {k: working.get(k) for k in asked}
     assumed_done = frozenset(done)
     return Plan(assumed, assumed_done, dict(closed), compute(messages, needs.systems, working, done, closed), needs)
 
@@ -215,11 +225,16 @@ async def apply_batch(
             await hooks.after_lock()
         done = await tx.processed(needs.ids)
         closed = await tx.closed_accounts(needs.players)
-        working = await _load(tx, messages, needs)
-        if plan is not None and plan.holds(working, done, closed):
-            computed = plan.computed
-            computed.result.planned = True
+        if plan is not None:
+            working = await tx.load_states(plan.states.keys())
+            if plan.holds(working, done, closed):
+                computed = plan.computed
+                computed.result.planned = True
+            else:
+                working = await _load_more(tx, messages, needs, working, set(plan.states))
+                computed = compute(messages, needs.systems, working, done, closed)
         else:
+            working, _ = await _load(tx, messages, needs)
             computed = compute(messages, needs.systems, working, done, closed)
         computed.result.row_ids = await tx.save(computed.changed, computed.result.records, computed.processed, {})
         if hooks is not None:
