@@ -42,3 +42,31 @@ def games(n: int, players: int, seed: int = 1, source: str = "/test/games", spee
 def player_of(value: bytes) -> bytes:
     """The record key the platform would use: the white player (the worker does not rely on keys)."""
     return orjson.loads(value)["data"]["white"]["player_id"].encode()
+
+
+def turbo_event(i: int, players: list[tuple[str, float, int, tuple[int, int, int]]], at: datetime,
+                source: str = "/test/turbo", fmt: str = "10min") -> dict:
+    """A Turbo Live event: players as (player_id, agreement, votes, (won, drawn, lost))."""
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "specversion": "1.0", "id": f"turbo-{i}", "source": source, "type": "event.finished", "time": stamp,
+        "data": {"competition_id": f"tl-{i}", "kind": "turbo_live", "rated": True, "finished_at": stamp,
+                 "format": fmt,
+                 "players": [{"player_id": p, "agreement": a, "votes": v,
+                              "team_games": {"won": w, "drawn": d, "lost": lo}} for p, a, v, (w, d, lo) in players]},
+    }
+
+
+def turbo_events(n: int, players: int, seed: int = 1, size: int = 8, source: str = "/test/turbo",
+                 prefix: str = "p") -> list[bytes]:
+    """n rated Turbo Live events of `size` players drawn from `players`, ten minutes apart."""
+    rng = random.Random(seed)
+    names = [f"{prefix}{i:03d}" for i in range(players)]
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    out = []
+    for i in range(n):
+        chosen = rng.sample(names, size)
+        entries = [(p, round(rng.random(), 3), rng.randint(5, 40), (rng.randint(0, 3), rng.randint(0, 1),
+                                                                     rng.randint(0, 3))) for p in chosen]
+        out.append(orjson.dumps(turbo_event(i, entries, start + timedelta(minutes=10 * i), source)))
+    return out

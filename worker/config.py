@@ -26,7 +26,7 @@ class Config:
     kafka_group_id: str = "rating-worker"
     metrics_port: int = 9464
     metrics_host: str = "0.0.0.0"
-    batch_size: int = 1000
+    batch_size: int = 5000
     batch_wait_ms: int = 50
     max_message_bytes: int = 1_048_576
     max_inflight_batches: int = 3

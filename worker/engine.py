@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from worker.changes import change_record, message_cause
-from worker.ratings import csr
-from worker.ratings.inputs import GameFinished, Message
+from worker.ratings import csr, tsr
+from worker.ratings.inputs import EventFinished, GameFinished, Message
 from worker.ratings.state import Outcome, RatingState, StateKey
 from worker.store.base import ChangeRecord, ProcessedMessage, StateStore
 
@@ -59,9 +59,29 @@ class CsrGames:
         return csr.rate_game(game, states, closed)
 
 
+class TsrEvents:
+    """event.finished of kind turbo_live -> TSR."""
+
+    def players(self, event: EventFinished) -> list[str]:
+        return tsr.players(event)
+
+    def state_keys(self, event: EventFinished) -> list[StateKey]:
+        return tsr.state_keys(event)
+
+    def more_keys(self, event: EventFinished, loaded) -> list[StateKey]:
+        return []
+
+    def cause_time(self, event: EventFinished) -> float:
+        return event.finished_at
+
+    def rate(self, event: EventFinished, states, closed) -> Outcome:
+        return tsr.rate_event(event, states, closed)
+
+
 # Adding a system: a module in worker/ratings/, an adapter like CsrGames, one line here.
 REGISTRY: dict[str, RatingSystem] = {
     "game.finished": CsrGames(),
+    "event.finished/turbo_live": TsrEvents(),
 }
 
 
@@ -76,7 +96,7 @@ def registry_key(message: Message) -> str:
 
 def system_for(message: Message) -> RatingSystem | None:
     """The system that rates this message, or None when this version of the worker has none."""
-    return REGISTRY.get(registry_key(message)) or REGISTRY.get(message.type)
+    return REGISTRY.get(registry_key(message))
 
 
 @dataclass(slots=True)

@@ -27,6 +27,13 @@ def test_committed_page_is_up_to_date():
         "| Black | 1700 ±80 | 0.268 | draw (½) | 1708 ±80 | +8 |",
         "expected score is 0.828; a win scores 1, so the gain is +3 (to 1846)",
         "established after 10 games; against 1500 ±200, after 14 games",
+        "| Anna | 72.0% | 31 | 2-0-1 | 1500 ±350 | 3-0-0 | 1809 ±150 | +309 |",
+        "| Ben | 65.0% | 28 | 1-0-2 | 1620 ±90 | 1-1-1 | 1600 ±83 | −20 |",
+        "| Cleo | 64.5% | 25 | 2-0-1 | 1480 ±120 | 1-1-1 | 1530 ±103 | +50 |",
+        "| Dev | 50.0% | 12 | 1-0-2 | 1550 ±70 | 0-0-3 | 1501 ±67 | −49 |",
+        "| Eve | 80.0% | 9 | 2-0-1 | 1500 ±350 | not rated (fewer than 10 votes) | – | – |",
+        "3 field wins of weight 1.33 each, and a team score of 0.67 with weight 1 against the others' average, 1550 ±93",
+        "| Votes needed to be rated in an event | 10 |", "| Most opponents compared per player | 200 |",
     ],
 )
 def test_seed_rows_are_what_the_engine_computes(seed_row):
