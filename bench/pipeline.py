@@ -157,9 +157,9 @@ async def main(what: str) -> None:
     log = Path(tempfile.mkdtemp(prefix="rw-bench-")) / "worker.log"
     try:
         if what in ("throughput", "pipeline", "all"):
-            rate = await throughput(pg, broker, log, batch_size=int(os.environ.get("BENCH_BATCH", "1000")))
+            rate = await throughput(pg, broker, log, batch_size=int(os.environ.get("BENCH_BATCH", "5000")))
             print(f"pipeline: {rate:,.0f} games/s end to end, one worker process, "
-                  f"{GAMES} games among {PLAYERS} players, 3 partitions, batch {os.environ.get('BENCH_BATCH', '1000')}")
+                  f"{GAMES} games among {PLAYERS} players, 3 partitions, batch {os.environ.get('BENCH_BATCH', '5000')}")
         if what in ("latency", "pipeline", "all"):
             p50, p99, n = await latency(pg, broker, log)
             print(f"pipeline: latency produce -> rating.changed at {LATENCY_RATE} games/s over "
