@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 
 from worker import config as config_mod
-from worker.observability import log, setup_logging
+from worker.observability import setup_logging
 
 logger = logging.getLogger("rating_worker")
 

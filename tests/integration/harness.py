@@ -25,7 +25,6 @@ from worker import devservices
 from worker.config import load as load_config
 from worker.store.migrate import migrate
 
-
 _counter = itertools.count()
 
 

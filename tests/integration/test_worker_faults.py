@@ -73,7 +73,7 @@ async def test_sigkill_at_random_points_applies_every_game_exactly_once(database
     env = worker_env(database_url, broker, topics, batch_size=200)
     rng = random.Random(5)
     producer = asyncio.create_task(_produce_slowly(broker.bootstrap_servers, topics.input, values, per_second=2500))
-    for attempt in range(4):
+    for _ in range(4):
         worker = WorkerProcess(env, tmp_path / "worker.log")
         await asyncio.sleep(rng.uniform(2.5, 5.0))
         worker.signal(signal.SIGKILL)

@@ -11,7 +11,10 @@ from worker.ratings.state import RatingState, StateKey
 DAY = 86400.0
 
 
-def game(result="1-0", tc=TimeControl(300, 0), at=0.0, white="w", black="b", **kw) -> GameFinished:
+BLITZ = TimeControl(300, 0)
+
+
+def game(result="1-0", tc=BLITZ, at=0.0, white="w", black="b", **kw) -> GameFinished:
     return GameFinished("g1", kw.pop("rated", True), kw.pop("variant", "standard"), tc, white, black, result, at, **kw)
 
 

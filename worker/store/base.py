@@ -19,7 +19,7 @@ from worker.ratings.state import RatingState, StateKey
 
 
 class ChangeRecord(NamedTuple):
-    """One row of history, which doubles as the outbox: a `rating.changed` ready to publish."""
+    """One row of history (with an outbox row until published): a `rating.changed` ready to publish."""
 
     event_id: str  # the rating.changed CloudEvent id: stable for the same cause and rating
     key: StateKey
