@@ -164,6 +164,10 @@ async def main(what: str) -> None:
             p50, p99, n = await latency(pg, broker, log)
             print(f"pipeline: latency produce -> rating.changed at {LATENCY_RATE} games/s over "
                   f"{n} games: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+        if what in ("marathon", "all"):
+            from bench.marathon import marathon
+
+            await marathon(pg, broker, log)
     finally:
         broker.stop()
         pg.stop()

@@ -360,6 +360,11 @@ class Pipeline:
         )
         for labels, n in counts.items():
             self.metrics.messages.labels(*labels).inc(n)
+        # An event or attempt that changes nobody's rating is worth a line (a casual game is not: it is common).
+        for m, outcome, reason in zip(good, result.outcomes, result.unrated_reasons, strict=True):
+            if outcome == "unrated" and m.type != "game.finished":
+                log(logger, logging.INFO, "message not rated", type=m.type, source=m.source, id=m.id, ref=m.ref,
+                    reason=reason)
 
     async def _dead_letter(self, dead: Sequence) -> None:
         """Copy each bad record, bytes unchanged, to the DLQ with Kafka Connect style headers."""

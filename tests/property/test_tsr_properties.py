@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -104,3 +105,14 @@ def test_rd_floor_finite_numbers_and_bookkeeping(case):
         plan_opponents = tsr.plan_event(event, states, closed, params)[c.key.player_id].opponents
         assert len(plan_opponents) == min(params.max_opponents, len(expected) - 1)
         assert c.key.player_id not in plan_opponents and not set(plan_opponents) & set(closed)
+
+
+@given(events(min_players=1, max_players=9), st.data())
+def test_a_player_alone_above_the_vote_line_is_never_rated(case, data):
+    """Whatever the others did, one player with >= 10 votes among players with fewer gets no rating."""
+    event, states, _, params = case  # nobody closed here: only the vote line decides
+    lone = data.draw(st.sampled_from([p.player_id for p in event.players]))
+    players = tuple(replace(p, votes=data.draw(st.integers(10, 50))) if p.player_id == lone
+                    else replace(p, votes=data.draw(st.integers(0, 9))) for p in event.players)
+    outcome = tsr.rate_event(replace(event, players=players), states, {}, params)
+    assert outcome.changes == () and outcome.unrated_reason == "too_few_rated_players"
