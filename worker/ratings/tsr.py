@@ -21,7 +21,7 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from typing import NamedTuple
 
-from worker.ratings import glicko2
+from worker.ratings import csr, glicko2
 from worker.ratings.inputs import EventFinished, TurboPlayer
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 
@@ -45,14 +45,15 @@ class TsrParams:
     draw_margin: float = 0.01  # agreement difference still counted as a draw (1 percentage point)
     max_opponents: int = 200
     min_rated_players: int = 2
-    # Shared with CSR (same Glicko-2 scale and parameters, no White adjustment).
-    start_rating: float = 1500.0
-    start_rd: float = 350.0
-    start_volatility: float = 0.06
-    tau: float = 0.5
-    rd_floor: float = 45.0
-    rd_cap: float = 350.0  # for inactivity growth only
-    provisional_above: float = 110.0
+    # RULES.md: "Same Glicko-2, scale and parameters as CSR" (no White adjustment); TSR is in beta, so
+    # each can still be tuned here on its own.
+    start_rating: float = csr.PARAMS.start_rating
+    start_rd: float = csr.PARAMS.start_rd
+    start_volatility: float = csr.PARAMS.start_volatility
+    tau: float = csr.PARAMS.tau
+    rd_floor: float = csr.PARAMS.rd_floor
+    rd_cap: float = csr.PARAMS.rd_cap  # for inactivity growth only
+    provisional_above: float = csr.PARAMS.provisional_above
 
 
 PARAMS = TsrParams()
