@@ -6,6 +6,7 @@ that drives a store (PostgreSQL in the worker, memory in `replay`), so both path
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -176,34 +177,63 @@ async def _load_more(reader, messages, needs: _Needs, loaded: dict, asked: set) 
     return loaded
 
 
+class _Computation:
+    """The pure part of a batch, one message at a time: against `working` (updated in place) and `done`."""
+
+    def __init__(self, working: dict[StateKey, RatingState], done: set[tuple[str, str]], closed: Mapping[str, float]):
+        self.working, self.done, self.closed = working, done, closed
+        self.result = BatchResult()
+        self.changed: dict[StateKey, RatingState] = {}
+        self.processed: list[ProcessedMessage] = []
+
+    def apply(self, message: Message, system: RatingSystem) -> None:
+        result = self.result
+        ident = (message.source, message.id)
+        if ident in self.done:
+            result.outcomes.append("duplicate")
+            result.unrated_reasons.append(None)
+            return
+        self.done.add(ident)
+        outcome = system.rate(message.payload, self.working, self.closed)
+        if outcome.changes:
+            at = system.cause_time(message.payload)
+            cause = message_cause(message)
+            for ch in outcome.changes:
+                self.working[ch.key] = ch.after
+                self.changed[ch.key] = ch.after
+                result.records.append(change_record(message, ch, at, cause))
+        status = "applied" if outcome.rated else "unrated"
+        result.outcomes.append(status)
+        result.unrated_reasons.append(outcome.unrated_reason)
+        self.processed.append(ProcessedMessage(message.source, message.id, message.type, status))
+
+    def computed(self) -> Computed:
+        return Computed(self.result, self.changed, self.processed)
+
+
 def compute(
     messages: Sequence[Message], systems: Sequence[RatingSystem], working: dict[StateKey, RatingState],
     done: set[tuple[str, str]], closed: Mapping[str, float],
 ) -> Computed:
     """The pure part of a batch: messages in order against `working` (updated in place) and `done`."""
-    result = BatchResult()
-    changed: dict[StateKey, RatingState] = {}
-    processed: list[ProcessedMessage] = []
+    c = _Computation(working, done, closed)
     for message, system in zip(messages, systems, strict=True):
-        ident = (message.source, message.id)
-        if ident in done:
-            result.outcomes.append("duplicate")
-            result.unrated_reasons.append(None)
-            continue
-        done.add(ident)
-        outcome = system.rate(message.payload, working, closed)
-        if outcome.changes:
-            at = system.cause_time(message.payload)
-            cause = message_cause(message)
-            for ch in outcome.changes:
-                working[ch.key] = ch.after
-                changed[ch.key] = ch.after
-                result.records.append(change_record(message, ch, at, cause))
-        status = "applied" if outcome.rated else "unrated"
-        result.outcomes.append(status)
-        result.unrated_reasons.append(outcome.unrated_reason)
-        processed.append(ProcessedMessage(message.source, message.id, message.type, status))
-    return Computed(result, changed, processed)
+        c.apply(message, system)
+    return c.computed()
+
+
+async def compute_yielding(
+    messages: Sequence[Message], systems: Sequence[RatingSystem], working: dict[StateKey, RatingState],
+    done: set[tuple[str, str]], closed: Mapping[str, float], every: int = 250,
+) -> Computed:
+    """`compute`, letting other tasks run every `every` messages: a plan is computed while the batch
+    before it is in PostgreSQL, and that batch's round trips must not wait for the whole plan."""
+    c = _Computation(working, done, closed)
+    for i, (message, system) in enumerate(zip(messages, systems, strict=True)):
+        c.apply(message, system)
+        if i % every == every - 1:
+            await asyncio.sleep(0)
+    return c.computed()
 
 
 async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Sequence[Plan]) -> Plan:
@@ -223,7 +253,8 @@ async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Se
         done.update(i for i in ((p.source, p.id) for p in plan.computed.processed) if i in ids)
     assumed = {k: working.get(k) for k in asked}
     assumed_done = frozenset(done)
-    return Plan(assumed, assumed_done, dict(closed), compute(messages, needs.systems, working, done, closed), needs)
+    computed = await compute_yielding(messages, needs.systems, working, done, closed)
+    return Plan(assumed, assumed_done, dict(closed), computed, needs)
 
 
 async def apply_batch(

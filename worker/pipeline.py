@@ -210,7 +210,7 @@ class Pipeline:
                     await self._sleep(1.0)
                     continue
                 if records:
-                    self._launch(records)
+                    await self._launch(records)
                 elif self._inflight:
                     await self._complete_oldest()
             await self.drain()
@@ -226,7 +226,7 @@ class Pipeline:
 
     async def process(self, records: dict[TopicPartition, list]) -> BatchResult:
         """Apply, publish and commit one batch now (the loop does the same, several at a time)."""
-        batch = self._launch(records)
+        batch = await self._launch(records)
         async with self._complete_lock:
             while self._inflight:
                 done = self._inflight[0]
@@ -235,11 +235,15 @@ class Pipeline:
                     break
         return batch.task.result()
 
-    def _launch(self, records: dict[TopicPartition, list]) -> _Batch:
+    async def _launch(self, records: dict[TopicPartition, list]) -> _Batch:
+        """Decode a batch and start its database stage; yields now and then so that the batches
+        already in PostgreSQL get their round trips answered while this one decodes."""
         started = time.perf_counter()
         good, dead, offsets = [], [], {}
         for tp, recs in records.items():
-            for record in recs:
+            for i, record in enumerate(recs):
+                if i % 500 == 499:
+                    await asyncio.sleep(0)
                 try:
                     message = decode(record.value, self.config.max_message_bytes)
                     if system_for(message) is None:
