@@ -70,3 +70,28 @@ def turbo_events(n: int, players: int, seed: int = 1, size: int = 8, source: str
                                                                      rng.randint(0, 3))) for p in chosen]
         out.append(orjson.dumps(turbo_event(i, entries, start + timedelta(minutes=10 * i), source)))
     return out
+
+
+def uscf_events(n: int, players: int, seed: int = 1, size: int = 6, rounds: int = 4) -> list[bytes]:
+    """n US Chess events (Swiss-like random pairings), a week apart, mixed time controls."""
+    rng = random.Random(seed)
+    names = [f"u{i:03d}" for i in range(players)]
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    out = []
+    for i in range(n):
+        chosen = rng.sample(names, size)
+        played = []
+        for r in range(1, rounds + 1):
+            order = rng.sample(chosen, size)
+            for a, b in zip(order[::2], order[1::2], strict=True):
+                played.append({"round": r, "white": a, "black": b, "result": rng.choice(["1-0", "0-1", "1/2-1/2"])})
+        stamp = (start + timedelta(days=7 * i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        minutes, inc = rng.choice([(90, 30), (25, 5), (40, 5), (5, 3)])
+        out.append(orjson.dumps({
+            "specversion": "1.0", "id": f"uscf-{i}", "source": "/test/uscf", "type": "event.finished", "time": stamp,
+            "data": {"competition_id": f"open-{i}", "kind": "uscf", "rated": True, "finished_at": stamp,
+                     "time_control": {"base_minutes": minutes, "increment_seconds": inc},
+                     "players": [{"player_id": p, "age": rng.choice([12, 30])} if rng.random() < 0.5
+                                 else {"player_id": p} for p in chosen],
+                     "games": played}}))
+    return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from worker.changes import change_record, message_cause
-from worker.ratings import csr, tsr
+from worker.ratings import csr, tsr, uscf
 from worker.ratings.inputs import EventFinished, GameFinished, Message
 from worker.ratings.state import Outcome, RatingState, StateKey
 from worker.store.base import ChangeRecord, ProcessedMessage, StateStore
@@ -79,10 +79,30 @@ class TsrEvents:
         return tsr.rate_event(event, states, closed)
 
 
+class UscfEvents:
+    """event.finished of kind uscf -> US Chess (regular, quick, blitz by the time control)."""
+
+    def players(self, event: EventFinished) -> list[str]:
+        return uscf.players(event)
+
+    def state_keys(self, event: EventFinished) -> list[StateKey]:
+        return uscf.state_keys(event)
+
+    def more_keys(self, event: EventFinished, loaded) -> list[StateKey]:
+        return []
+
+    def cause_time(self, event: EventFinished) -> float:
+        return event.finished_at
+
+    def rate(self, event: EventFinished, states, closed) -> Outcome:
+        return uscf.rate_event(event, states, closed)
+
+
 # Adding a system: a module in worker/ratings/, an adapter like CsrGames, one line here.
 REGISTRY: dict[str, RatingSystem] = {
     "game.finished": CsrGames(),
     "event.finished/turbo_live": TsrEvents(),
+    "event.finished/uscf": UscfEvents(),
 }
 
 

@@ -34,6 +34,13 @@ def test_committed_page_is_up_to_date():
         "| Eve | 80.0% | 9 | 2-0-1 | 1500 ±350 | not rated (fewer than 10 votes) | – | – |",
         "3 field wins of weight 1.33 each, and a team score of 0.67 with weight 1 against the others' average, 1550 ±93",
         "| Votes needed to be rated in an event | 10 |", "| Most opponents compared per player | 200 |",
+        "| 0 points | 0.50 |", "| 100 points | 0.64 |", "| 200 points | 0.76 |", "| 400 points | 0.91 |",
+        "| 400 | 8.4 | 64.5 |", "| 800 | 10.3 | 56.1 |", "| 1200 | 13.1 | 46.7 |", "| 1600 | 18.1 | 36.1 |",
+        "| 2000 | 28.6 | 24.5 |", "| 2355 and above | 50.0 | 14.8 |",
+        "| 2.0 | 1.67 | 38.89 | 12.9 | 0.0 | +12.9 |", "| 2.5 | 1.67 | 38.89 | 32.3 | 4.3 | +36.7 |",
+        "| 4.0 | 1.67 | 38.89 | 90.7 | 62.7 | +153.3 |",
+        "3 wins, 1 draw and 10 events: 124", "a peak of 1941: 1700", "beats a 500 stays at 1500",
+        "by 0.75 at 2300 and 0.25 from 2500",
     ],
 )
 def test_seed_rows_are_what_the_engine_computes(seed_row):
