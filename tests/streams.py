@@ -95,3 +95,39 @@ def uscf_events(n: int, players: int, seed: int = 1, size: int = 6, rounds: int 
                                  else {"player_id": p} for p in chosen],
                      "games": played}}))
     return out
+
+
+def puzzle_attempts(n: int, players: int, seed: int = 1) -> list[bytes]:
+    """ChessKite attempts, about half of them challenge cards (only those are rated)."""
+    rng = random.Random(seed)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    out = []
+    for i in range(n):
+        stamp = (start + timedelta(seconds=30 * i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        out.append(orjson.dumps({
+            "specversion": "1.0", "id": f"attempt-{i}", "source": "/test/kite", "type": "puzzle.attempted",
+            "time": stamp,
+            "data": {"system": "chesskite", "player_id": f"k{rng.randrange(players):03d}", "puzzle_id": f"pz-{i % 97}",
+                     "correct": rng.random() < 0.6, "challenge": rng.random() < 0.5,
+                     "puzzle_rating": rng.randint(600, 2200), "attempted_at": stamp}}))
+    return out
+
+
+def fide_events(n: int, names: list[str], seed: int = 1, size: int = 6, rounds: int = 5) -> list[bytes]:
+    """FIDE standard tournaments among `names`, ten days apart (so months roll over)."""
+    rng = random.Random(seed)
+    start = datetime(2026, 1, 3, tzinfo=UTC)
+    out = []
+    for i in range(n):
+        chosen = rng.sample(names, size)
+        played = []
+        for r in range(1, rounds + 1):
+            order = rng.sample(chosen, size)
+            for a, b in zip(order[::2], order[1::2], strict=True):
+                played.append({"round": r, "white": a, "black": b, "result": rng.choice(["1-0", "0-1", "1/2-1/2"])})
+        stamp = (start + timedelta(days=10 * i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        out.append(orjson.dumps({
+            "specversion": "1.0", "id": f"fide-{i}", "source": "/test/fide", "type": "event.finished", "time": stamp,
+            "data": {"competition_id": f"fide-{i}", "kind": "fide", "rated": True, "finished_at": stamp,
+                     "rating_type": "standard", "players": [{"player_id": p} for p in chosen], "games": played}}))
+    return out

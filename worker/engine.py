@@ -7,13 +7,14 @@ that drives a store (PostgreSQL in the worker, memory in `replay`), so both path
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from worker.changes import change_record, message_cause
-from worker.ratings import csr, tsr, uscf
-from worker.ratings.inputs import EventFinished, GameFinished, Message
+from worker.ratings import chesskite, csr, fide, tsr, uscf
+from worker.ratings.inputs import Message
 from worker.ratings.state import Outcome, RatingState, StateKey
 from worker.store.base import ChangeRecord, ProcessedMessage, StateStore
 
@@ -33,76 +34,40 @@ class RatingSystem(Protocol):
 
     def state_keys(self, payload) -> list[StateKey]: ...
 
-    def more_keys(self, payload, loaded: Mapping[StateKey, RatingState]) -> list[StateKey]:
-        """States needed only when some of `state_keys` are not stored yet (none for most systems)."""
+    def more_keys(self, payload, loaded: Mapping[StateKey, RatingState]) -> list[StateKey]: ...
 
     def cause_time(self, payload) -> float: ...
 
     def rate(self, payload, states: Mapping[StateKey, RatingState], closed: Mapping[str, float]) -> Outcome: ...
 
-
-class CsrGames:
-    """game.finished -> CSR."""
-
-    def players(self, game: GameFinished) -> list[str]:
-        return [game.white_id, game.black_id]
-
-    def state_keys(self, game: GameFinished) -> list[StateKey]:
-        return csr.state_keys(game)
-
-    def more_keys(self, game: GameFinished, loaded) -> list[StateKey]:
-        return csr.more_keys(game, loaded)
-
-    def cause_time(self, game: GameFinished) -> float:
-        return game.finished_at
-
-    def rate(self, game: GameFinished, states, closed) -> Outcome:
-        return csr.rate_game(game, states, closed)
+    def shown_rating(self, state: RatingState) -> float | None: ...
 
 
-class TsrEvents:
-    """event.finished of kind turbo_live -> TSR."""
+@dataclass(frozen=True)
+class Adapter:
+    """How the engine drives one rating module: its functions, named.
 
-    def players(self, event: EventFinished) -> list[str]:
-        return tsr.players(event)
+    `rate(payload, states, closed) -> Outcome` is the module's pure rating function; `more_keys` names
+    states needed only when some of `state_keys` are not stored yet; `shown_rating` is the rating that
+    `rating.changed` publishes (None for a FIDE rating that is not listed).
+    """
 
-    def state_keys(self, event: EventFinished) -> list[StateKey]:
-        return tsr.state_keys(event)
-
-    def more_keys(self, event: EventFinished, loaded) -> list[StateKey]:
-        return []
-
-    def cause_time(self, event: EventFinished) -> float:
-        return event.finished_at
-
-    def rate(self, event: EventFinished, states, closed) -> Outcome:
-        return tsr.rate_event(event, states, closed)
+    players: Callable[[Any], list[str]]
+    state_keys: Callable[[Any], list[StateKey]]
+    rate: Callable[[Any, Mapping[StateKey, RatingState], Mapping[str, float]], Outcome]
+    cause_time: Callable[[Any], float] = operator.attrgetter("finished_at")
+    more_keys: Callable[[Any, Mapping[StateKey, RatingState]], list[StateKey]] = lambda payload, loaded: []
+    shown_rating: Callable[[RatingState], float | None] = operator.attrgetter("rating")
 
 
-class UscfEvents:
-    """event.finished of kind uscf -> US Chess (regular, quick, blitz by the time control)."""
-
-    def players(self, event: EventFinished) -> list[str]:
-        return uscf.players(event)
-
-    def state_keys(self, event: EventFinished) -> list[StateKey]:
-        return uscf.state_keys(event)
-
-    def more_keys(self, event: EventFinished, loaded) -> list[StateKey]:
-        return []
-
-    def cause_time(self, event: EventFinished) -> float:
-        return event.finished_at
-
-    def rate(self, event: EventFinished, states, closed) -> Outcome:
-        return uscf.rate_event(event, states, closed)
-
-
-# Adding a system: a module in worker/ratings/, an adapter like CsrGames, one line here.
+# Adding a system: a module in worker/ratings/ and one line here.
 REGISTRY: dict[str, RatingSystem] = {
-    "game.finished": CsrGames(),
-    "event.finished/turbo_live": TsrEvents(),
-    "event.finished/uscf": UscfEvents(),
+    "game.finished": Adapter(csr.players, csr.state_keys, csr.rate_game, more_keys=csr.more_keys),
+    "event.finished/turbo_live": Adapter(tsr.players, tsr.state_keys, tsr.rate_event),
+    "event.finished/uscf": Adapter(uscf.players, uscf.state_keys, uscf.rate_event),
+    "event.finished/fide": Adapter(fide.players, fide.state_keys, fide.rate_event, shown_rating=fide.listed_rating),
+    "puzzle.attempted/chesskite": Adapter(chesskite.players, chesskite.state_keys, chesskite.rate_attempt,
+                                          cause_time=operator.attrgetter("attempted_at")),
 }
 
 
@@ -221,7 +186,7 @@ class _Computation:
             for ch in outcome.changes:
                 self.working[ch.key] = ch.after
                 self.changed[ch.key] = ch.after
-                result.records.append(change_record(message, ch, at, cause))
+                result.records.append(change_record(message, ch, at, cause, system.shown_rating))
         status = "applied" if outcome.rated else "unrated"
         result.outcomes.append(status)
         result.unrated_reasons.append(outcome.unrated_reason)

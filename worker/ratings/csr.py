@@ -158,6 +158,10 @@ def change(key: StateKey, before: RatingState, after: RatingState, params: CsrPa
     return RatingChange(key, before, after, is_provisional(after.rd, params), floor_for_peak(after.peak, params))
 
 
+def players(game: GameFinished) -> list[str]:
+    return [game.white_id, game.black_id]
+
+
 def state_keys(game: GameFinished) -> list[StateKey]:
     """The two ratings the game changes."""
     cat = category(game.time_control)

@@ -1,0 +1,95 @@
+"""ChessKite puzzle ratings: plain logistic Elo (seed 001 "Puzzle ratings"; RULES.md, ChessKite puzzles).
+
+Everyone starts at 1000. Only challenge cards (`challenge: true`) are rated, with K = 32, as one game
+against the puzzle's own rating, which comes with the attempt (`puzzle_rating`) and is never changed
+by the worker. Other attempts are consumed and counted, unrated ("not_challenge"). No RD: `rd` and
+`volatility` are None; no floor, no provisional period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from worker.ratings import elo
+from worker.ratings.inputs import PuzzleAttempted
+from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
+
+SYSTEM = "chesskite"
+CATEGORY = "puzzle"
+
+
+@dataclass(frozen=True, slots=True)
+class ChessKiteParams:
+    """The seed's numbers; each a documented setting (RULES.md, ChessKite puzzles)."""
+
+    start_rating: float = 1000.0
+    k: float = 32.0
+    scale: float = elo.SCALE
+
+
+PARAMS = ChessKiteParams()
+
+
+def key(player_id: str) -> StateKey:
+    return StateKey(player_id, SYSTEM, CATEGORY)
+
+
+def players(attempt: PuzzleAttempted) -> list[str]:
+    """The one player of the attempt (the puzzle is not a rated entity here)."""
+    return [attempt.player_id]
+
+
+def state_keys(attempt: PuzzleAttempted) -> list[StateKey]:
+    return [key(attempt.player_id)]
+
+
+def start_state(params: ChessKiteParams = PARAMS) -> RatingState:
+    return RatingState(params.start_rating)
+
+
+def current_state(
+    player_id: str, states: Mapping[StateKey, RatingState], params: ChessKiteParams = PARAMS
+) -> RatingState:
+    st = states.get(key(player_id))
+    return st if st is not None else start_state(params)
+
+
+def unrated_reason(attempt: PuzzleAttempted, closed: Mapping[str, float] = {}) -> str | None:  # noqa: B006
+    """A fair-play-closed account is frozen; only challenge cards are rated."""
+    if attempt.player_id in closed:
+        return "closed_account"
+    if not attempt.challenge:
+        return "not_challenge"
+    return None
+
+
+def updated_state(
+    before: RatingState, puzzle_rating: float, correct: bool, at: float, params: ChessKiteParams = PARAMS
+) -> RatingState:
+    """One Elo game against the puzzle: solved = 1, missed = 0."""
+    score = 1.0 if correct else 0.0
+    rating = before.rating + elo.elo_change(before.rating, puzzle_rating, score, params.k, params.scale)
+    last_at = at if before.last_at is None else max(before.last_at, at)
+    return RatingState(
+        rating, None, None, before.games + 1, before.peak, last_at, before.version + 1, before.extra
+    )
+
+
+def rate_attempt(
+    attempt: PuzzleAttempted,
+    states: Mapping[StateKey, RatingState],
+    closed: Mapping[str, float] = {},  # noqa: B006 - read-only
+    params: ChessKiteParams = PARAMS,
+) -> Outcome:
+    """Rate one ChessKite attempt: a challenge card moves the player's rating, anything else is unrated."""
+    if attempt.system != SYSTEM:
+        raise ValueError(f"not a ChessKite attempt: system {attempt.system!r}")
+    reason = unrated_reason(attempt, closed)
+    if reason is not None:
+        return Outcome(unrated_reason=reason)
+    if attempt.puzzle_rating is None:
+        raise ValueError(f"ChessKite attempt on {attempt.puzzle_id} has no puzzle_rating")
+    before = current_state(attempt.player_id, states, params)
+    after = updated_state(before, attempt.puzzle_rating, attempt.correct, attempt.attempted_at, params)
+    return Outcome(changes=(RatingChange(key(attempt.player_id), before, after, False, None),))

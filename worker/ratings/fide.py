@@ -1,0 +1,438 @@
+"""FIDE ratings: standard, rapid and blitz (seed 001 "FIDE ratings"; specs section 2; RULES.md, FIDE).
+
+Current regulations, not the seed's simplifications:
+
+- Expected score (PD) from table 8.1.2, not the logistic formula, with the 400-point rule: a difference
+  of more than 400 counts as 400; in standard chess from 2025-10-01 not for a player rated 2650 or more
+  (the player whose change is computed); in rapid and blitz from 2024-12-01 a game between players 600
+  or more apart, one of them rated above 2600, is not rated at all.
+- K, fixed at the player's first game of a rating period: 10 once a published rating reached 2400
+  (the state's peak), else 40 for a junior (until the end of the year of the 18th birthday) rated under
+  2300, else 40 under 30 games, else 20; then capped so that K x n <= 700 over the period's n games.
+- Rating period = calendar month (UTC) of `finished_at`. Expected scores use published (list) ratings.
+  The live rating is published + K x sum(score - PD); the period is closed (rounded half away from zero
+  into the new published rating, its own RatingChange) when an event of a later month involves the
+  player. An event from an earlier month than the open period is rated into the open period.
+- Unrated players pool their games against rated opponents; a first rating, once based on >= 5 games:
+  Ra with two hypothetical 1800 opponents scored as draws, Ru = Ra + dp(p), at most 2200, only if >= 1400.
+  Rated players' games against unrated opponents are not rated for the rated player. A rating that
+  falls below 1400 is delisted: the player is unrated again.
+
+State layout (RatingState of (player, "fide", rating_type)):
+
+- `rating`: the live rating (float) while listed. While unlisted it is not a rating: 0.0 for a player
+  never listed, the last computed value for a delisted one; `extra["published"]` is None then, and
+  `listed_rating(state)` gives None (the contract's `after.rating: null`).
+- `games`: rated games, including those pooled for the first rating; `peak`: the highest published rating.
+- `extra`: {"published": int | None, "period": "YYYY-MM" | None (the open period), "k": int | None (K
+  fixed at the period's first game, before the cap), "period_games": n, "sum": sum(score - PD) over the
+  period (a multiple of 0.01, kept exact as hundredths internally), "pool": [[opponent rating, score],
+  ...] for an unlisted player, "birth_year": int | None}.
+- A state without "published" in `extra` (a `rating.imported` FIDE rating) is a listed, published
+  rating with no open period.
+"""
+
+from __future__ import annotations
+
+import calendar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+from worker.ratings.inputs import EventFinished
+from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
+
+SYSTEM = "fide"
+CATEGORIES = ("standard", "rapid", "blitz")
+
+# Scores in hundredths, so that sums of score - PD are exact integers.
+SCORES = {"1-0": (100, 0), "0-1": (0, 100), "1/2-1/2": (50, 50)}
+
+# Table 8.1.2: (largest D, PD of the higher-rated player in hundredths); above 735: 100.
+TABLE_8_1_2: tuple[tuple[int, int], ...] = (
+    (3, 50), (10, 51), (17, 52), (25, 53), (32, 54), (39, 55), (46, 56), (53, 57), (61, 58), (68, 59),
+    (76, 60), (83, 61), (91, 62), (98, 63), (106, 64), (113, 65), (121, 66), (129, 67), (137, 68),
+    (145, 69), (153, 70), (162, 71), (170, 72), (179, 73), (188, 74), (197, 75), (206, 76), (215, 77),
+    (225, 78), (235, 79), (245, 80), (256, 81), (267, 82), (278, 83), (290, 84), (302, 85), (315, 86),
+    (328, 87), (344, 88), (357, 89), (374, 90), (391, 91), (411, 92), (432, 93), (456, 94), (484, 95),
+    (517, 96), (559, 97), (619, 98), (735, 99),
+)  # fmt: skip
+
+# Table 8.1.1: p (hundredths, 50..100) -> dp; below 50, dp(p) = -dp(100 - p).
+TABLE_8_1_1: dict[int, int] = {
+    100: 800, 99: 677, 98: 589, 97: 538, 96: 501, 95: 470, 94: 444, 93: 422, 92: 401, 91: 383, 90: 366,
+    89: 351, 88: 336, 87: 322, 86: 309, 85: 296, 84: 284, 83: 273, 82: 262, 81: 251, 80: 240, 79: 230,
+    78: 220, 77: 211, 76: 202, 75: 193, 74: 184, 73: 175, 72: 166, 71: 158, 70: 149, 69: 141, 68: 133,
+    67: 125, 66: 117, 65: 110, 64: 102, 63: 95, 62: 87, 61: 80, 60: 72, 59: 65, 58: 57, 57: 50, 56: 43,
+    55: 36, 54: 29, 53: 21, 52: 14, 51: 7, 50: 0,
+}  # fmt: skip
+
+
+def _epoch(year: int, month: int, day: int) -> float:
+    return float(calendar.timegm((year, month, day, 0, 0, 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class FideParams:
+    """The regulations' numbers (specs section 2, RULES.md FIDE); each a documented setting."""
+
+    k_top: int = 10
+    k_junior: int = 40
+    k_new: int = 40
+    k_default: int = 20
+    top_from: float = 2400.0  # a published rating (peak) this high: K 10 for good
+    junior_below: float = 2300.0
+    junior_last_age: int = 18  # junior until the end of the year of this birthday
+    new_player_games: int = 30
+    k_times_games_max: int = 700
+    max_difference: float = 400.0
+    standard_uncapped_from: float = 2650.0
+    standard_uncapped_since: float = _epoch(2025, 10, 1)
+    rapid_blitz_unrated_gap: float = 600.0
+    rapid_blitz_unrated_above: float = 2600.0
+    rapid_blitz_unrated_since: float = _epoch(2024, 12, 1)
+    listed_from: int = 1400
+    first_rating_games: int = 5
+    first_rating_max: int = 2200
+    hypothetical_rating: int = 1800
+    hypothetical_games: int = 2  # scored as draws
+    disregard_first_zero_score: bool = True  # section 2.4: a zero score in the first event
+
+
+PARAMS = FideParams()
+
+
+# --- arithmetic ----------------------------------------------------------------------------------
+
+
+def round_half_away(x: Fraction | float | int) -> int:
+    """Nearest whole number, 0.5 away from zero (section 8.3.4: -2.5 -> -3)."""
+    q = Fraction(x)
+    n = (abs(q) + Fraction(1, 2)).__floor__()
+    return n if q >= 0 else -n
+
+
+def pd_higher(d: float) -> int:
+    """Table 8.1.2: the higher-rated player's PD, in hundredths, for a difference D >= 0."""
+    d = abs(d)
+    for top, pd in TABLE_8_1_2:
+        if d <= top:
+            return pd
+    return 100
+
+
+def dp_for(p_hundredths: int) -> int:
+    """Table 8.1.1: the rating difference for a percentage score p (0..100 hundredths)."""
+    if p_hundredths < 50:
+        return -TABLE_8_1_1[100 - p_hundredths]
+    return TABLE_8_1_1[p_hundredths]
+
+
+def difference_used(
+    own: float, opponent: float, rating_type: str, at: float, params: FideParams = PARAMS
+) -> float:
+    """|own - opponent| after the 400-point rule, for the player rated `own`."""
+    d = abs(own - opponent)
+    if d <= params.max_difference:
+        return d
+    if (
+        rating_type == "standard"
+        and at >= params.standard_uncapped_since
+        and own >= params.standard_uncapped_from
+    ):
+        return d
+    return params.max_difference
+
+
+def expected_hundredths(
+    own: float, opponent: float, rating_type: str = "standard", at: float = 0.0, params: FideParams = PARAMS
+) -> int:
+    """The player's PD against one opponent in hundredths (table 8.1.2 with the 400-point rule)."""
+    h = pd_higher(difference_used(own, opponent, rating_type, at, params))
+    return h if own >= opponent else 100 - h
+
+
+def expected_score(
+    own: float, opponent: float, rating_type: str = "standard", at: float = 0.0, params: FideParams = PARAMS
+) -> float:
+    """The player's PD against one opponent (0.00 .. 1.00)."""
+    return expected_hundredths(own, opponent, rating_type, at, params) / 100
+
+
+def game_unrated(a: float, b: float, rating_type: str, at: float, params: FideParams = PARAMS) -> bool:
+    """Rapid and blitz from 2024-12-01: a 600+ gap with a player over 2600 is not rated."""
+    return (
+        rating_type in ("rapid", "blitz")
+        and at >= params.rapid_blitz_unrated_since
+        and abs(a - b) >= params.rapid_blitz_unrated_gap
+        and max(a, b) > params.rapid_blitz_unrated_above
+    )
+
+
+def is_junior(birth_year: int | None, year: int, params: FideParams = PARAMS) -> bool:
+    return birth_year is not None and year <= birth_year + params.junior_last_age
+
+
+def k_factor(
+    published: float,
+    peak: float | None,
+    games: int,
+    birth_year: int | None,
+    year: int,
+    params: FideParams = PARAMS,
+) -> int:
+    """K before the cap, in the precedence 10 / 40 junior / 40 new / 20."""
+    best = published if peak is None else max(peak, published)
+    if best >= params.top_from:
+        return params.k_top
+    if is_junior(birth_year, year, params) and published < params.junior_below:
+        return params.k_junior
+    if games < params.new_player_games:
+        return params.k_new
+    return params.k_default
+
+
+def capped_k(k: int, n: int, params: FideParams = PARAMS) -> int:
+    """K x n <= 700: else the largest whole K with K x n <= 700 (20 with 39 games: 17)."""
+    if n <= 0 or k * n <= params.k_times_games_max:
+        return k
+    return params.k_times_games_max // n
+
+
+def first_rating(pool: list, params: FideParams = PARAMS) -> int:
+    """Ru = Ra + dp(p), Ra and p including the two hypothetical 1800 draws; at most 2200 (not listed-checked).
+
+    p is rounded to two decimals (half up) before the table look-up; Ru half away from zero.
+    """
+    n = len(pool) + params.hypothetical_games
+    total = sum(Fraction(r) for r, _ in pool) + params.hypothetical_rating * params.hypothetical_games
+    score = sum(Fraction(s) for _, s in pool) + Fraction(params.hypothetical_games, 2)
+    ra = total / n
+    p = round_half_away(score * 100 / n)
+    return min(round_half_away(ra + dp_for(p)), params.first_rating_max)
+
+
+# --- periods and state -----------------------------------------------------------------------------
+
+
+def month_of(at: float) -> str:
+    """The rating period (UTC calendar month) of a time: "YYYY-MM"."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m")
+
+
+def key(player_id: str, rating_type: str) -> StateKey:
+    return StateKey(player_id, SYSTEM, rating_type)
+
+
+class View(NamedTuple):
+    """The FIDE fields of a state, read from `extra` (sum in exact hundredths)."""
+
+    published: int | None
+    period: str | None
+    k: int | None
+    n: int
+    hundredths: int
+    pool: list
+    birth_year: int | None
+
+
+def view(state: RatingState | None) -> View:
+    if state is None:
+        return View(None, None, None, 0, 0, [], None)
+    extra = state.extra or {}
+    if "published" not in extra:  # an imported list rating
+        return View(round_half_away(state.rating), None, None, 0, 0, [], extra.get("birth_year"))
+    return View(
+        extra["published"],
+        extra.get("period"),
+        extra.get("k"),
+        int(extra.get("period_games", 0)),
+        round(float(extra.get("sum", 0.0)) * 100),
+        [list(e) for e in extra.get("pool", ())],
+        extra.get("birth_year"),
+    )
+
+
+def _extra(v: View) -> dict[str, Any]:
+    return {
+        "published": v.published,
+        "period": v.period,
+        "k": v.k,
+        "period_games": v.n,
+        "sum": v.hundredths / 100,
+        "pool": [list(e) for e in v.pool],
+        "birth_year": v.birth_year,
+    }
+
+
+def published_rating(state: RatingState | None) -> int | None:
+    """The list rating in force, None when unlisted."""
+    return view(state).published
+
+
+def listed_rating(state: RatingState) -> float | None:
+    """What `rating.changed` shows as the rating: the live rating, None while unlisted."""
+    return None if view(state).published is None else state.rating
+
+
+def live_rating(v: View, params: FideParams = PARAMS) -> Fraction:
+    assert v.published is not None
+    if v.k is None or v.n == 0:
+        return Fraction(v.published)
+    return v.published + Fraction(capped_k(v.k, v.n, params) * v.hundredths, 100)
+
+
+def change(k: StateKey, before: RatingState, after: RatingState) -> RatingChange:
+    """Provisional while unlisted; FIDE has no floor (1400 is a listing threshold)."""
+    return RatingChange(k, before, after, view(after).published is None, None)
+
+
+def close_period(state: RatingState, at: float, params: FideParams = PARAMS) -> RatingState:
+    """Publish the open period: the change rounded half away from zero; under 1400 the player is delisted."""
+    v = view(state)
+    assert v.published is not None and v.period is not None
+    delta = round_half_away(live_rating(v, params) - v.published)
+    new = v.published + delta
+    closed = v._replace(period=None, k=None, n=0, hundredths=0, pool=[])
+    peak = state.peak
+    if new < params.listed_from:
+        closed = closed._replace(published=None)
+    else:
+        closed = closed._replace(published=new)
+        peak = float(new) if peak is None else max(peak, float(new))
+    last_at = at if state.last_at is None else max(state.last_at, at)
+    return RatingState(float(new), None, None, state.games, peak, last_at, state.version + 1, _extra(closed))
+
+
+# --- events ---------------------------------------------------------------------------------------
+
+
+def players(event: EventFinished) -> list[str]:
+    """Every player listed in the event (the engine locks them and looks up closures)."""
+    return [p.player_id for p in event.players]
+
+
+def state_keys(event: EventFinished) -> list[StateKey]:
+    """One FIDE state per listed player, in the event's rating type."""
+    return [key(p.player_id, event.rating_type) for p in event.players]
+
+
+def _check(event: EventFinished) -> None:
+    if event.kind != "fide":
+        raise ValueError(f"event {event.competition_id}: kind {event.kind!r} is not fide")
+    if event.rating_type not in CATEGORIES:
+        raise ValueError(f"event {event.competition_id}: rating_type {event.rating_type!r}")
+    ids = [p.player_id for p in event.players]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"event {event.competition_id}: a player is listed more than once")
+    listed = set(ids)
+    for g in event.games:
+        if g.white == g.black or g.white not in listed or g.black not in listed or g.result not in SCORES:
+            raise ValueError(f"event {event.competition_id}: bad game in round {g.round}")
+
+
+def rate_event(
+    event: EventFinished,
+    states: Mapping[StateKey, RatingState],
+    closed: Mapping[str, float] = {},  # noqa: B006 - read-only
+    params: FideParams = PARAMS,
+) -> Outcome:
+    """Rate one FIDE event: periods closed first (one change each), then one change per player rated.
+
+    Changes come sorted by player_id, a player's close before his event change.
+    """
+    _check(event)
+    if not event.rated:
+        return Outcome(unrated_reason="casual")
+    cat = event.rating_type
+    at = event.finished_at
+    month = month_of(at)
+    births = {p.player_id: getattr(p, "birth_year", None) for p in event.players}
+    ids = sorted(p for p in births if p not in closed)
+    changes: dict[str, list[RatingChange]] = {pid: [] for pid in ids}
+
+    # 1. Close every participant's open period of an earlier month.
+    current: dict[str, RatingState | None] = {}
+    for pid in ids:
+        st = states.get(key(pid, cat))
+        v = view(st)
+        if st is not None and v.published is not None and v.period is not None and v.period < month:
+            after = close_period(st, at, params)
+            changes[pid].append(change(key(pid, cat), st, after))
+            st = after
+        current[pid] = st
+    pub = {pid: view(current[pid]).published for pid in ids}
+
+    # 2. The games, against the published ratings (after the closes).
+    rated: dict[str, list[tuple[int, int]]] = {pid: [] for pid in ids}  # (score, PD) in hundredths
+    pooled: dict[str, list[list]] = {pid: [] for pid in ids}  # [opponent rating, score]
+    for g in event.games:
+        w, b = g.white, g.black
+        if w in closed or b in closed:
+            continue
+        sw, sb = SCORES[g.result]
+        rw, rb = pub[w], pub[b]
+        if rw is None and rb is None:
+            continue
+        if rw is None:
+            pooled[w].append([rb, sw / 100])
+            continue
+        if rb is None:
+            pooled[b].append([rw, sb / 100])
+            continue
+        if game_unrated(rw, rb, cat, at, params):
+            continue
+        rated[w].append((sw, expected_hundredths(rw, rb, cat, at, params)))
+        rated[b].append((sb, expected_hundredths(rb, rw, cat, at, params)))
+
+    # 3. Each player's change.
+    for pid in ids:
+        st = current[pid]
+        v = view(st)
+        birth = births[pid] if births[pid] is not None else v.birth_year
+        before = st if st is not None else RatingState(0.0)
+        games = rated[pid] if v.published is not None else pooled[pid]
+        if not games:
+            continue
+        last_at = at if before.last_at is None else max(before.last_at, at)
+        if v.published is not None:
+            if v.period is None:
+                period = month
+                year = int(period[:4])
+                k0 = k_factor(v.published, before.peak, before.games, birth, year, params)
+                v = v._replace(period=period, k=k0, n=0, hundredths=0)
+            v = v._replace(
+                n=v.n + len(games), hundredths=v.hundredths + sum(s - e for s, e in games), birth_year=birth
+            )
+            after = RatingState(
+                float(live_rating(v, params)),
+                None,
+                None,
+                before.games + len(games),
+                before.peak,
+                last_at,
+                before.version + 1,
+                _extra(v),
+            )
+        else:
+            if params.disregard_first_zero_score and not v.pool and sum(s for _, s in games) == 0:
+                continue  # a zero score in the first event is disregarded: nothing pooled, no change
+            v = v._replace(pool=v.pool + games, birth_year=birth)
+            rating, peak = before.rating, before.peak
+            if len(v.pool) >= params.first_rating_games:
+                ru = first_rating(v.pool, params)
+                if ru >= params.listed_from:
+                    v = v._replace(published=ru, period=None, k=None, n=0, hundredths=0, pool=[])
+                    rating = float(ru)
+                    peak = rating if peak is None else max(peak, rating)
+            after = RatingState(
+                rating, None, None, before.games + len(games), peak, last_at, before.version + 1, _extra(v)
+            )
+        changes[pid].append(change(key(pid, cat), before, after))
+
+    out = tuple(ch for pid in ids for ch in changes[pid])
+    if not out:
+        return Outcome(unrated_reason="no_rated_games")
+    return Outcome(changes=out)
