@@ -31,6 +31,7 @@ class Config:
     max_message_bytes: int = 1_048_576
     max_inflight_batches: int = 3
     db_pool_size: int = 6
+    db_command_timeout_s: float = 60.0
     relay_interval_s: float = 5.0
     relay_min_age_s: float = 10.0
     retry_backoff_max_s: float = 10.0
@@ -61,6 +62,7 @@ HELP = {
     "max_message_bytes": "record values larger than this are dead-lettered",
     "max_inflight_batches": "batches in PostgreSQL at once (kept in order; 1 = strictly one after another)",
     "db_pool_size": "PostgreSQL connections (at least MAX_INFLIGHT_BATCHES + 2)",
+    "db_command_timeout_s": "a PostgreSQL call taking longer counts as an outage (rolled back, retried)",
     "relay_interval_s": "how often the outbox relay looks for unpublished changes",
     "relay_min_age_s": "the relay publishes only rows at least this old (the live path owns newer ones)",
     "retry_backoff_max_s": "longest pause between retries during a database or broker outage",
@@ -142,6 +144,8 @@ def validate(c: Config) -> None:
     for name in ("batch_size", "batch_wait_ms", "max_message_bytes", "db_pool_size"):
         if getattr(c, name) < 1:
             raise ConfigError(f"{name.upper()}={getattr(c, name)}: must be at least 1")
+    if c.db_command_timeout_s <= 0:
+        raise ConfigError(f"DB_COMMAND_TIMEOUT_S={c.db_command_timeout_s}: must be positive")
     if c.max_inflight_batches < 1:
         raise ConfigError(f"MAX_INFLIGHT_BATCHES={c.max_inflight_batches}: must be at least 1")
     if c.db_pool_size < c.max_inflight_batches + 2:

@@ -117,10 +117,12 @@ class _FinishBatchesBeforeRevoke(ConsumerRebalanceListener):
         self._pipeline = pipeline
 
     async def on_partitions_revoked(self, revoked) -> None:
+        # aiokafka only logs what a listener raises: a failure here must stop the pipeline itself,
+        # or the next batch's offsets could be committed past messages that were never applied.
         try:
             await self._pipeline.drain()
-        except Stopping:
-            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the pipeline, which re-raises it
+            self._pipeline.halt(exc)
 
     async def on_partitions_assigned(self, assigned) -> None:
         pass
@@ -140,6 +142,8 @@ class Pipeline:
         self.producer: AIOKafkaProducer | None = None
         self.batches = 0
         self._hashes: dict[bytes, int] = {}
+        self._halted = False
+        self._broken: BaseException | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -214,8 +218,13 @@ class Pipeline:
                 elif self._inflight:
                     await self._complete_oldest()
             await self.drain()
+            if self._broken is not None:
+                raise self._broken
         except Stopping:
             self._abandon()
+        except BaseException:
+            self._abandon()
+            raise
         finally:
             for task in helpers:
                 task.cancel()
@@ -252,14 +261,29 @@ class Pipeline:
                 except BadMessage as exc:
                     dead.append((record, exc))
             offsets[tp] = recs[-1].offset + 1
-        batch = _Batch(self._last, good, dead, offsets, started)
-        self._last = batch
+        # A batch with nothing to apply stays out of the ordering chain: it would "commit" at once and
+        # let the next batch overtake the one before it. Its offsets still commit in batch order.
+        batch = _Batch(self._last if good else None, good, dead, offsets, started)
+        if good:
+            self._last = batch
         batch.task = asyncio.create_task(self._apply(batch))
         self._inflight.append(batch)
         return batch
 
     async def _apply(self, b: _Batch) -> BatchResult:
-        """The database stage, retried until it commits (or shutdown): never skipped, never doubled."""
+        """The database stage, retried until it commits (or shutdown): never skipped, never doubled.
+
+        Whatever ends it other than a commit marks the batch abandoned, so that the batches behind it
+        stop waiting for it."""
+        try:
+            return await self._apply_until_committed(b)
+        except BaseException:
+            b.abandoned = True
+            b.planned.set()
+            b.notify()
+            raise
+
+    async def _apply_until_committed(self, b: _Batch) -> BatchResult:
         if not b.good:
             b.committed = True
             b.planned.set()
@@ -285,16 +309,10 @@ class Pipeline:
                 log(logger, logging.WARNING, "batch rolled back, retrying", error=repr(exc), retry_in_s=delay,
                     messages=len(b.good))
                 if self._stopping.is_set():
-                    b.abandoned = True
-                    b.notify()
                     raise Stopping() from exc
                 await self._sleep(delay)
                 delay = min(delay * 2, self.config.retry_backoff_max_s)
                 continue
-            except BaseException:
-                b.abandoned = True
-                b.notify()
-                raise
             b.committed, b.locked = True, False
             b.release()
             b.notify()
@@ -313,8 +331,8 @@ class Pipeline:
             if b.prev is not None and not b.prev.committed:
                 await b.prev.planned.wait()
             b.plan = await plan_batch(self.store, b.good, b.earlier_plans())
-        except DB_ERRORS as exc:
-            log(logger, logging.INFO, "planning read failed, computing under the locks", error=repr(exc))
+        except Exception as exc:  # noqa: BLE001 - the batch is then computed under its locks, where errors surface
+            log(logger, logging.INFO, "planning failed, computing under the locks", error=repr(exc))
         finally:
             b.planned.set()
 
@@ -333,7 +351,19 @@ class Pipeline:
             while self._inflight:
                 await self._complete(self._inflight.popleft())
 
+    def halt(self, exc: BaseException) -> None:
+        """Stop after a failure outside the main loop (in the rebalance listener): nothing more is
+        committed, and `run` raises the failure (a requested stop that could not finish just stops)."""
+        if self._broken is None and not isinstance(exc, Stopping):
+            self._broken = exc
+        log(logger, logging.ERROR, "pipeline halted", error=repr(exc))
+        self._abandon()
+        self._stopping.set()
+
     def _abandon(self) -> None:
+        """Give up the batches in hand, uncommitted: from now on no offset is committed, since a later
+        batch's offsets could pass an abandoned batch's messages (they are redelivered after a restart)."""
+        self._halted = True
         for b in self._inflight:
             b.abandoned = True
             b.planned.set()
@@ -343,6 +373,8 @@ class Pipeline:
 
     async def _complete(self, b: _Batch) -> None:
         """After the database commit: dead letters, publish, mark published, commit offsets (in order)."""
+        if self._halted:
+            raise Stopping()
         result = await b.task
         if b.dead:
             await self._dead_letter(b.dead)
@@ -444,6 +476,8 @@ class Pipeline:
         return h
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        if self._halted:
+            raise Stopping()
         try:
             await self._retry_broker("commit offsets", lambda: self.consumer.commit(offsets))
         except (CommitFailedError, IllegalStateError) as exc:

@@ -21,7 +21,15 @@ async def connect_store(cfg: Config, stopping: asyncio.Event):
     delay = 0.5
     while True:
         try:
-            store = await PostgresStore.connect(cfg.database_url, min_size=1, max_size=cfg.db_pool_size)
+            store = await PostgresStore.connect(
+                cfg.database_url, min_size=1, max_size=cfg.db_pool_size,
+                # A half-open connection must fail, not hang: every batch behind it waits for it.
+                command_timeout=cfg.db_command_timeout_s,
+                server_settings={
+                    "idle_in_transaction_session_timeout": str(int(cfg.db_command_timeout_s * 2000)),
+                    "tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3",
+                },
+            )
             try:
                 await (migrate(store.pool) if cfg.migrate else check_schema(store.pool))
             except BaseException:

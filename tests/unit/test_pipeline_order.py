@@ -1,0 +1,42 @@
+"""The pipeline's ordering chain and halting, with the in-memory store (no broker needed)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from aiokafka import TopicPartition
+
+from tests.streams import games
+from worker.config import load
+from worker.observability import Metrics
+from worker.pipeline import Pipeline, Stopping
+from worker.store.memory import MemoryStore
+
+TP = TopicPartition("games", 0)
+CFG = load(env={"DATABASE_URL": "postgresql://x/y", "KAFKA_BOOTSTRAP_SERVERS": "k:9092"})
+
+
+def records(values: list[bytes], first_offset: int) -> dict:
+    return {TP: [SimpleNamespace(value=v, key=None, topic=TP.topic, partition=0, offset=first_offset + i)
+                 for i, v in enumerate(values)]}
+
+
+async def test_a_batch_of_only_bad_messages_is_not_part_of_the_ordering_chain():
+    """Else it "commits" at once and lets the batch after it overtake the batch before it (review finding)."""
+    pipeline = Pipeline(CFG, MemoryStore(), Metrics())
+    values = games(4, players=2, seed=1)
+    a = await pipeline._launch(records(values[:2], 0))
+    b = await pipeline._launch(records([b"not json"], 2))
+    c = await pipeline._launch(records(values[2:], 3))
+    assert b.prev is None and c.prev is a
+    await asyncio.gather(a.task, b.task, c.task)
+
+
+async def test_after_a_halt_nothing_more_is_committed():
+    pipeline = Pipeline(CFG, MemoryStore(), Metrics())
+    pipeline.halt(RuntimeError("drain failed during a rebalance"))
+    with pytest.raises(Stopping):
+        await pipeline._commit({TP: 10})
+    assert isinstance(pipeline._broken, RuntimeError) and pipeline._stopping.is_set()
