@@ -10,7 +10,7 @@ def main(argv: list[str]) -> int:
     what = argv[0] if argv else "all"
     if what in ("engine", "all"):
         engine.main()
-    if what in ("throughput", "latency", "pipeline", "marathon", "all"):
+    if what in ("throughput", "latency", "pipeline", "marathon", "puzzles", "all"):
         asyncio.run(pipeline.main(what))
     return 0
 

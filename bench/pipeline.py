@@ -58,6 +58,16 @@ async def _produce(bootstrap: str, topic: str, values) -> None:
     await p.stop()
 
 
+async def _produce_any(bootstrap: str, topic: str, values) -> None:
+    """Produce without keys (the worker does not rely on them)."""
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=10,
+                         max_batch_size=1_048_576)
+    await p.start()
+    futures = [await p.send(topic, v) for v in values]
+    await asyncio.gather(*futures)
+    await p.stop()
+
+
 def _env(url: str, bootstrap: str, tag: str, **extra) -> dict:
     env = {"DATABASE_URL": url, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_INPUT_TOPICS": f"in-{tag}",
            "KAFKA_OUTPUT_TOPIC": f"out-{tag}", "KAFKA_DLQ_TOPIC": f"dlq-{tag}", "KAFKA_GROUP_ID": f"g-{tag}",
@@ -66,12 +76,14 @@ def _env(url: str, bootstrap: str, tag: str, **extra) -> dict:
     return env
 
 
-async def throughput(pg, broker, log: Path, batch_size: int = 1000) -> float:
-    tag = f"tp{batch_size}"
+async def throughput(pg, broker, log: Path, batch_size: int = 1000, values: list[bytes] | None = None,
+                     tag: str = "") -> float:
+    tag = tag or f"tp{batch_size}"
     url = await _fresh_db(pg, f"bench_{tag}")
     await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
-    values = games(GAMES, PLAYERS, seed=3)
-    await _produce(broker.bootstrap_servers, f"in-{tag}", values)
+    values = values if values is not None else games(GAMES, PLAYERS, seed=3)
+    total = len(values)
+    await _produce_any(broker.bootstrap_servers, f"in-{tag}", values)
     proc = _worker(_env(url, broker.bootstrap_servers, tag, batch_size=batch_size), log)
     conn = await asyncpg.connect(url)
     first = None
@@ -83,14 +95,14 @@ async def throughput(pg, broker, log: Path, batch_size: int = 1000) -> float:
             if n and first is None:
                 first, n_first = now, n
             if now - last_print > 2:
-                print(f"  throughput: {n}/{GAMES} processed", flush=True)
+                print(f"  throughput: {n}/{total} processed", flush=True)
                 last_print = now
-            if n >= GAMES:
+            if n >= total:
                 break
             if proc.poll() is not None:
                 raise RuntimeError(f"worker exited with {proc.returncode}, see {log}")
             await asyncio.sleep(0.05)
-        rate = (GAMES - n_first) / (now - first)
+        rate = (total - n_first) / (now - first)
     finally:
         await conn.close()
         proc.send_signal(signal.SIGTERM)
@@ -160,6 +172,13 @@ async def main(what: str) -> None:
             rate = await throughput(pg, broker, log, batch_size=int(os.environ.get("BENCH_BATCH", "5000")))
             print(f"pipeline: {rate:,.0f} games/s end to end, one worker process, "
                   f"{GAMES} games among {PLAYERS} players, 3 partitions, batch {os.environ.get('BENCH_BATCH', '5000')}")
+        if what in ("puzzles", "all"):
+            from tests.streams import puzzle_attempts
+
+            attempts = puzzle_attempts(GAMES, PLAYERS, seed=5)
+            rate = await throughput(pg, broker, log, values=attempts, tag="kite")
+            print(f"pipeline: {rate:,.0f} ChessKite puzzle attempts/s end to end (about half challenge cards, "
+                  f"rated), {GAMES} attempts by {PLAYERS} players")
         if what in ("latency", "pipeline", "all"):
             p50, p99, n = await latency(pg, broker, log)
             print(f"pipeline: latency produce -> rating.changed at {LATENCY_RATE} games/s over "

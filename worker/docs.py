@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worker.ratings import csr, glicko2, tsr, uscf
+from worker.ratings import chesskite, csr, elo, fide, glicko2, tsr, uscf
 from worker.ratings.inputs import EventFinished, GameFinished, TeamGames, TimeControl, TurboPlayer
 from worker.ratings.state import RatingState, StateKey
 
@@ -198,6 +198,44 @@ def uscf_section() -> str:
     ])
 
 
+def fide_section() -> str:
+    """Seed 001 and the research notes' FIDE numbers, from worker/ratings/fide.py."""
+    edges, low = [], 0
+    for top, _ in fide.TABLE_8_1_2:
+        edges.append((low, top))
+        low = top + 1
+    table = _table(["Rating difference", "Higher rated: expected", "Lower rated: expected"],
+                   [[f"{lo}–{hi}", f"{fide.pd_higher(lo) / 100:.2f}", f"{1 - fide.pd_higher(lo) / 100:.2f}"]
+                    for lo, hi in edges])
+    win, draw, loss = (20 * (s - fide.expected_score(1500, 1700)) for s in (1.0, 0.5, 0.0))
+    k_rows = [["reached 2400 once", fide.k_factor(2350, 2405, 100, None, 2026)],
+              ["junior (until the end of the year of the 18th birthday), under 2300",
+               fide.k_factor(1900, None, 100, 2010, 2026)],
+              ["fewer than 30 games", fide.k_factor(1900, None, 12, None, 2026)],
+              ["everyone else", fide.k_factor(1900, None, 100, None, 2026)],
+              ["K 20 with 39 games in the period (K × n at most 700)", fide.capped_k(20, 39)]]
+    pool = [(1900, 1.0), (1900, 1.0), (1900, 0.5), (1900, 0.5), (1907, 0.0)]
+    return "\n\n".join([
+        "## FIDE (standard, rapid, blitz)",
+        "### Expected score (table 8.1.2; a difference over 400 counts as 400)", table,
+        "### K", _table(["Player", "K"], k_rows),
+        f"### Example\n\n1500 against 1700 with K 20: expected {fide.expected_score(1500, 1700):.2f}; a win "
+        f"{_signed(win)}, a draw {_signed(draw)}, a loss {_signed(loss)}. Changes are summed over the month and "
+        f"rounded half away from zero when it closes: −2.5 becomes {_signed(fide.round_half_away(-2.5))}.",
+        f"### First rating\n\n5 games, 3 points, opponents summing to {sum(r for r, _ in pool)}, with two "
+        f"hypothetical 1800 draws: {fide.first_rating(pool)} (published only from 1400, at most 2200).",
+    ])
+
+
+def chesskite_section() -> str:
+    e = elo.expected_score(1500, 1700)
+    changes = ", ".join(_signed(elo.elo_change(1500, 1700, s, 20)) for s in (1.0, 0.5, 0.0))
+    p = chesskite.PARAMS
+    return (f"## ChessKite puzzles\n\nElo on the 400 scale: start {p.start_rating:g}, K {p.k:g}; only challenge "
+            f"cards are rated, against the puzzle's own rating (which the worker does not change). The seed's "
+            f"example: 1500 against 1700 expects {e:.2f}; with K 20 a win, a draw and a loss give {changes}.")
+
+
 def uscf_event_time(day: str) -> float:
     from datetime import UTC, datetime
 
@@ -227,4 +265,6 @@ def render() -> str:
         "draw margin) and scored on his team's results against the average of the others.", tsr_parameters(),
         "### Example: a rated 10-minute event with five accounts", tsr_example(),
         uscf_section(),
+        fide_section(),
+        chesskite_section(),
     ]) + "\n"

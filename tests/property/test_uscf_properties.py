@@ -35,7 +35,7 @@ def special_cases(draw):
     return r0, n_eff, history, opponents, results, turned
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=3000, deadline=None)
 @given(special_cases(), st.sampled_from([uscf.PARAMS, PRIOR_START]))
 def test_turning_a_loss_into_a_win_never_lowers_a_special_rating(case, params):
     r0, n_eff, history, opponents, results, turned = case
@@ -97,7 +97,7 @@ def events(draw):
     return event, states, closed
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(events())
 def test_event_ratings_are_finite_and_at_least_100(case):
     event, states, closed = case

@@ -41,6 +41,11 @@ def test_committed_page_is_up_to_date():
         "| 4.0 | 1.67 | 38.89 | 90.7 | 62.7 | +153.3 |",
         "3 wins, 1 draw and 10 events: 124", "a peak of 1941: 1700", "beats a 500 stays at 1500",
         "by 0.75 at 2300 and 0.25 from 2500",
+        "1500 against 1700 with K 20: expected 0.24; a win +15, a draw +5, a loss −5",
+        "−2.5 becomes −3", "| K 20 with 39 games in the period (K × n at most 700) | 17 |",
+        "opponents summing to 9507, with two hypothetical 1800 draws: 1922",
+        "| 0–3 | 0.50 | 0.50 |", "| 4–10 | 0.51 | 0.49 |", "| 620–735 | 0.99 | 0.01 |",
+        "with K 20 a win, a draw and a loss give +15, +5, −5", "start 1000, K 32",
     ],
 )
 def test_seed_rows_are_what_the_engine_computes(seed_row):
