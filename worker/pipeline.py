@@ -33,6 +33,18 @@ logger = logging.getLogger("rating_worker.pipeline")
 T = TypeVar("T")
 
 DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ConnectionError, TimeoutError)
+# SQLSTATE classes that a retry can get past: connection (08), transaction rollback such as
+# serialization failure and deadlock (40), insufficient resources (53), object in use / lock not
+# available (55), operator intervention such as shutdown or a cancelled statement (57), system (58),
+# and 25 (read-only transaction during a fail-over, idle-in-transaction timeout).
+TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "25", "40", "53", "55", "57", "58"})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A database error worth retrying; others (bad data, a broken constraint) would fail forever."""
+    if isinstance(exc, asyncpg.PostgresError):
+        return (exc.sqlstate or "")[:2] in TRANSIENT_SQLSTATE_CLASSES
+    return isinstance(exc, DB_ERRORS)
 
 
 class Stopping(Exception):
@@ -304,6 +316,12 @@ class Pipeline:
             except DB_ERRORS as exc:
                 b.failed, b.locked = True, False
                 b.notify()
+                if not is_transient(exc):
+                    # Retrying would stall every partition for good: stop loudly, naming the batch.
+                    log(logger, logging.ERROR, "batch failed with a permanent database error", error=repr(exc),
+                        sqlstate=getattr(exc, "sqlstate", None), messages=len(b.good),
+                        first=f"{b.good[0].source} {b.good[0].id}", last=f"{b.good[-1].source} {b.good[-1].id}")
+                    raise
                 self.metrics.db_retries.inc()
                 self._set_ready(False)
                 log(logger, logging.WARNING, "batch rolled back, retrying", error=repr(exc), retry_in_s=delay,

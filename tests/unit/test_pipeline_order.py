@@ -40,3 +40,25 @@ async def test_after_a_halt_nothing_more_is_committed():
     with pytest.raises(Stopping):
         await pipeline._commit({TP: 10})
     assert isinstance(pipeline._broken, RuntimeError) and pipeline._stopping.is_set()
+
+
+@pytest.mark.parametrize(
+    "exc,transient",
+    [
+        ("SerializationError", True), ("DeadlockDetectedError", True), ("AdminShutdownError", True),
+        ("QueryCanceledError", True), ("TooManyConnectionsError", True), ("ConnectionDoesNotExistError", True),
+        ("NumericValueOutOfRangeError", False), ("UniqueViolationError", False), ("UndefinedTableError", False),
+    ],
+)
+def test_only_database_errors_a_retry_can_get_past_are_retried(exc, transient):
+    import asyncpg
+
+    from worker.pipeline import is_transient
+
+    assert is_transient(getattr(asyncpg.exceptions, exc)("x")) is transient
+
+
+def test_connection_level_errors_are_transient():
+    from worker.pipeline import is_transient
+
+    assert is_transient(ConnectionResetError()) and is_transient(TimeoutError()) and not is_transient(ValueError())
