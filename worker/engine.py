@@ -115,8 +115,8 @@ class _Needs:
 class Plan:
     """A batch computed before its locks, and what it assumed: used only if the locked reads agree.
 
-    The assumptions are the states it read (absent keys left out), which of its message ids were
-    already processed, and the fair-play closures of its players. States are compared whole, not by
+    The assumptions are the states of every key it read (None for a key not stored), which of its
+    message ids were already processed, and the fair-play closures of its players. States are compared whole, not by
     version: an earlier batch whose own plan failed recomputes under its locks and writes the same
     version numbers with other values.
     """
