@@ -94,6 +94,9 @@ class BatchResult:
     records: list[ChangeRecord] = field(default_factory=list)
     row_ids: list[int] = field(default_factory=list)
     planned: bool = False  # computed ahead of the locks, and the plan held
+    # (index in the batch, error) of messages the rating code failed on: not applied, not marked
+    # processed; the pipeline dead-letters them so that they can be re-submitted after a fix.
+    failed: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -178,8 +181,14 @@ class _Computation:
             result.outcomes.append("duplicate")
             result.unrated_reasons.append(None)
             return
+        try:
+            outcome = system.rate(message.payload, self.working, self.closed)
+        except Exception as exc:  # noqa: BLE001 - one message's bug must not stop every partition
+            result.failed.append((len(result.outcomes), f"{type(exc).__name__}: {exc}"))
+            result.outcomes.append("failed")
+            result.unrated_reasons.append(None)
+            return
         self.done.add(ident)
-        outcome = system.rate(message.payload, self.working, self.closed)
         if outcome.changes:
             at = system.cause_time(message.payload)
             cause = message_cause(message)

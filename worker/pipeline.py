@@ -72,6 +72,7 @@ class _Batch:
         self.attempt = 0
         self.locked = self.failed = self.committed = self.abandoned = False
         self.plan: Plan | None = None
+        self.records: list = []  # the Kafka records of `good`, for dead-lettering a message that fails
         self.planned = asyncio.Event()
         self._changed = asyncio.Event()
         self._prev_attempt: int | None = None
@@ -260,7 +261,7 @@ class Pipeline:
         """Decode a batch and start its database stage; yields now and then so that the batches
         already in PostgreSQL get their round trips answered while this one decodes."""
         started = time.perf_counter()
-        good, dead, offsets = [], [], {}
+        good, good_records, dead, offsets = [], [], [], {}
         for tp, recs in records.items():
             for i, record in enumerate(recs):
                 if i % 500 == 499:
@@ -270,12 +271,14 @@ class Pipeline:
                     if system_for(message) is None:
                         raise BadMessage("unsupported", f"{message.type}: no rating system for it in this version")
                     good.append(message)
+                    good_records.append(record)
                 except BadMessage as exc:
                     dead.append((record, exc))
             offsets[tp] = recs[-1].offset + 1
         # A batch with nothing to apply stays out of the ordering chain: it would "commit" at once and
         # let the next batch overtake the one before it. Its offsets still commit in batch order.
         batch = _Batch(self._last if good else None, good, dead, offsets, started)
+        batch.records = good_records
         if good:
             self._last = batch
         batch.task = asyncio.create_task(self._apply(batch))
@@ -394,8 +397,14 @@ class Pipeline:
         if self._halted:
             raise Stopping()
         result = await b.task
-        if b.dead:
-            await self._dead_letter(b.dead)
+        dead = list(b.dead)
+        for index, error in result.failed:
+            message = b.good[index]
+            log(logger, logging.ERROR, "rating failed, message dead-lettered", type=message.type, source=message.source,
+                id=message.id, error=error)
+            dead.append((b.records[index], BadMessage("rating_error", error)))
+        if dead:
+            await self._dead_letter(dead)
         self._count(b.good, result)
         if b.good:
             self.metrics.batch_plans.labels("held" if result.planned else "recomputed").inc()
@@ -411,6 +420,7 @@ class Pipeline:
         counts = Counter(
             (m.type, outcome, reason or "")
             for m, outcome, reason in zip(good, result.outcomes, result.unrated_reasons, strict=True)
+            if outcome != "failed"  # counted as dead-lettered
         )
         for labels, n in counts.items():
             self.metrics.messages.labels(*labels).inc(n)

@@ -13,7 +13,7 @@ from worker.store.base import StateStore
 from worker.store.memory import MemoryStore
 
 
-def decoded_lines(lines: Iterable[bytes], errors) -> Iterator[Message]:
+def decoded_lines(lines: Iterable[bytes], errors) -> Iterator[tuple[int, Message]]:
     """Valid messages in order; a bad line is reported with its number and reason, and skipped."""
     for number, line in enumerate(lines, start=1):
         line = line.strip()
@@ -26,7 +26,7 @@ def decoded_lines(lines: Iterable[bytes], errors) -> Iterator[Message]:
         except BadMessage as exc:
             errors.write(f"line {number}: {exc.error_class}: {exc.reason}\n")
             continue
-        yield message
+        yield number, message
 
 
 async def replay(
@@ -35,16 +35,21 @@ async def replay(
     """Apply in order, `chunk` messages per transaction (the same engine as the worker), write changes."""
     store = store if store is not None else MemoryStore()
     pending: list[Message] = []
+    numbers: list[int] = []
 
     async def flush() -> None:
         if pending:
             result = await apply_batch(store, pending)
             for record in result.records:
                 out.write(record.payload + b"\n")
+            for index, error in result.failed:
+                errors.write(f"line {numbers[index]}: rating_error: {error}\n")
             pending.clear()
+            numbers.clear()
 
-    for message in decoded_lines(lines, errors):
+    for number, message in decoded_lines(lines, errors):
         pending.append(message)
+        numbers.append(number)
         if len(pending) >= chunk:
             await flush()
     await flush()

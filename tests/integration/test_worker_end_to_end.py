@@ -152,3 +152,28 @@ async def test_three_partitions_are_all_consumed(database_url, broker):
     await produce(broker.bootstrap_servers, topics.input, values, key_of=player_of)
     async with running_worker(worker_config(database_url, broker, topics)):
         assert await wait_processed(database_url, 600) == 600
+
+
+async def test_a_rating_error_dead_letters_that_message_only(database_url, broker, topics, monkeypatch):
+    import dataclasses
+
+    from worker import engine
+
+    adapter = engine.REGISTRY["game.finished"]
+
+    def rate(game, states, closed):
+        if game.game_id == "g-5":
+            raise ZeroDivisionError("a bug")
+        return adapter.rate(game, states, closed)
+
+    monkeypatch.setitem(engine.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+    values = games(12, players=4, seed=6)
+    await produce(broker.bootstrap_servers, topics.input, values)
+    async with running_worker(worker_config(database_url, broker, topics)) as task:
+        assert await wait_processed(database_url, 11) == 11
+        dead = await read_topic(broker.bootstrap_servers, topics.dlq, at_least=1)
+        assert not task.done()
+    assert [r.value for r in dead] == [values[5]]
+    headers = dict(dead[0].headers)
+    assert headers["error.class"] == b"rating_error" and b"ZeroDivisionError" in headers["error.message"]
+    assert int(headers["source.offset"]) == 5

@@ -1,0 +1,34 @@
+"""A bug in rating code for one valid message costs that message only: reported, not applied, not lost."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import pytest
+
+from tests.streams import games
+from worker import engine
+from worker.replay import replay
+from worker.store.memory import MemoryStore
+
+
+@pytest.fixture
+def csr_fails_on_game_5(monkeypatch):
+    adapter = engine.REGISTRY["game.finished"]
+
+    def rate(game, states, closed):
+        if game.game_id == "g-5":
+            raise ZeroDivisionError("a bug")
+        return adapter.rate(game, states, closed)
+
+    monkeypatch.setitem(engine.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+
+
+async def test_the_failing_message_alone_is_left_out(csr_fails_on_game_5):
+    values = games(10, players=4, seed=2)
+    errors, store = io.StringIO(), MemoryStore()
+    await replay(values, io.BytesIO(), store=store, errors=errors)
+    assert errors.getvalue() == "line 6: rating_error: ZeroDivisionError: a bug\n"
+    assert len(store.processed_ids) == 9 and ("/test/games", "game-5") not in store.processed_ids
+    assert len(store.history) == 18
