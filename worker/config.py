@@ -20,7 +20,8 @@ class ConfigError(ValueError):
 class Config:
     database_url: str = ""
     kafka_bootstrap_servers: str = ""
-    kafka_input_topics: tuple[str, ...] = ("games.finished", "events.finished", "puzzles.attempted", "accounts.closed")
+    kafka_input_topics: tuple[str, ...] = (
+        "games.finished", "events.finished", "puzzles.attempted", "accounts.closed", "ratings.imported")
     kafka_output_topic: str = "ratings.changed"
     kafka_dlq_topic: str = "ratings.dlq"
     kafka_group_id: str = "rating-worker"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from worker.changes import change_record, message_cause
-from worker.ratings import chesskite, csr, fide, tsr, uscf
+from worker.ratings import chesskite, csr, fide, imports, tsr, uscf
 from worker.ratings.inputs import Message
 from worker.ratings.state import Outcome, RatingState, StateKey
 from worker.store.base import ChangeRecord, ProcessedMessage, StateStore
@@ -60,6 +60,8 @@ class Adapter:
     shown_rating: Callable[[RatingState], float | None] = operator.attrgetter("rating")
 
 
+_rating = operator.attrgetter("rating")
+
 # Adding a system: a module in worker/ratings/ and one line here.
 REGISTRY: dict[str, RatingSystem] = {
     "game.finished": Adapter(csr.players, csr.state_keys, csr.rate_game, more_keys=csr.more_keys),
@@ -68,6 +70,10 @@ REGISTRY: dict[str, RatingSystem] = {
     "event.finished/fide": Adapter(fide.players, fide.state_keys, fide.rate_event, shown_rating=fide.listed_rating),
     "puzzle.attempted/chesskite": Adapter(chesskite.players, chesskite.state_keys, chesskite.rate_attempt,
                                           cause_time=operator.attrgetter("attempted_at")),
+    **{f"rating.imported/{system}": Adapter(imports.players, imports.state_keys, imports.rate_import,
+                                            cause_time=operator.attrgetter("imported_at"),
+                                            shown_rating=fide.listed_rating if system == "fide" else _rating)
+       for system in ("csr", "tsr", "uscf", "fide", "chesskite")},
 }
 
 

@@ -14,7 +14,9 @@ OK = {"DATABASE_URL": "postgresql://u@db/ratings", "KAFKA_BOOTSTRAP_SERVERS": "k
 
 def test_defaults_from_the_issue():
     c = load(env=OK)
-    assert c.kafka_input_topics == ("games.finished", "events.finished", "puzzles.attempted", "accounts.closed")
+    # Issue 2's four topics, and ratings.imported from issue 12.
+    assert c.kafka_input_topics == (
+        "games.finished", "events.finished", "puzzles.attempted", "accounts.closed", "ratings.imported")
     assert (c.kafka_output_topic, c.kafka_dlq_topic, c.kafka_group_id, c.metrics_port) == (
         "ratings.changed", "ratings.dlq", "rating-worker", 9464)
 
