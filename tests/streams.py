@@ -72,6 +72,16 @@ def turbo_events(n: int, players: int, seed: int = 1, size: int = 8, source: str
     return out
 
 
+def random_rounds(rng: random.Random, chosen: list[str], rounds: int) -> list[dict]:
+    """Random pairings of an even field, every player once a round, random results."""
+    played = []
+    for r in range(1, rounds + 1):
+        order = rng.sample(chosen, len(chosen))
+        for a, b in zip(order[::2], order[1::2], strict=True):
+            played.append({"round": r, "white": a, "black": b, "result": rng.choice(["1-0", "0-1", "1/2-1/2"])})
+    return played
+
+
 def uscf_events(n: int, players: int, seed: int = 1, size: int = 6, rounds: int = 4) -> list[bytes]:
     """n US Chess events (Swiss-like random pairings), a week apart, mixed time controls."""
     rng = random.Random(seed)
@@ -80,11 +90,7 @@ def uscf_events(n: int, players: int, seed: int = 1, size: int = 6, rounds: int 
     out = []
     for i in range(n):
         chosen = rng.sample(names, size)
-        played = []
-        for r in range(1, rounds + 1):
-            order = rng.sample(chosen, size)
-            for a, b in zip(order[::2], order[1::2], strict=True):
-                played.append({"round": r, "white": a, "black": b, "result": rng.choice(["1-0", "0-1", "1/2-1/2"])})
+        played = random_rounds(rng, chosen, rounds)
         stamp = (start + timedelta(days=7 * i)).strftime("%Y-%m-%dT%H:%M:%SZ")
         minutes, inc = rng.choice([(90, 30), (25, 5), (40, 5), (5, 3)])
         out.append(orjson.dumps({
@@ -120,11 +126,7 @@ def fide_events(n: int, names: list[str], seed: int = 1, size: int = 6, rounds: 
     out = []
     for i in range(n):
         chosen = rng.sample(names, size)
-        played = []
-        for r in range(1, rounds + 1):
-            order = rng.sample(chosen, size)
-            for a, b in zip(order[::2], order[1::2], strict=True):
-                played.append({"round": r, "white": a, "black": b, "result": rng.choice(["1-0", "0-1", "1/2-1/2"])})
+        played = random_rounds(rng, chosen, rounds)
         stamp = (start + timedelta(days=10 * i)).strftime("%Y-%m-%dT%H:%M:%SZ")
         out.append(orjson.dumps({
             "specversion": "1.0", "id": f"fide-{i}", "source": "/test/fide", "type": "event.finished", "time": stamp,

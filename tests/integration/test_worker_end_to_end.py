@@ -155,18 +155,9 @@ async def test_three_partitions_are_all_consumed(database_url, broker):
 
 
 async def test_a_rating_error_dead_letters_that_message_only(database_url, broker, topics, monkeypatch):
-    import dataclasses
+    from tests.unit.test_rating_errors import make_csr_fail_on
 
-    from worker import engine
-
-    adapter = engine.REGISTRY["game.finished"]
-
-    def rate(game, states, closed):
-        if game.game_id == "g-5":
-            raise ZeroDivisionError("a bug")
-        return adapter.rate(game, states, closed)
-
-    monkeypatch.setitem(engine.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+    make_csr_fail_on(monkeypatch, "g-5")
     values = games(12, players=4, seed=6)
     await produce(broker.bootstrap_servers, topics.input, values)
     async with running_worker(worker_config(database_url, broker, topics)) as task:

@@ -13,16 +13,21 @@ from worker.replay import replay
 from worker.store.memory import MemoryStore
 
 
-@pytest.fixture
-def csr_fails_on_game_5(monkeypatch):
+def make_csr_fail_on(monkeypatch, game_id: str) -> None:
+    """A bug in CSR for one game: its rating raises ZeroDivisionError('a bug')."""
     adapter = engine.REGISTRY["game.finished"]
 
     def rate(game, states, closed):
-        if game.game_id == "g-5":
+        if game.game_id == game_id:
             raise ZeroDivisionError("a bug")
         return adapter.rate(game, states, closed)
 
     monkeypatch.setitem(engine.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+
+
+@pytest.fixture
+def csr_fails_on_game_5(monkeypatch):
+    make_csr_fail_on(monkeypatch, "g-5")
 
 
 async def test_the_failing_message_alone_is_left_out(csr_fails_on_game_5):
