@@ -121,6 +121,23 @@ def _make_preexec(parent_pid: int) -> Callable[[], None] | None:
     return preexec
 
 
+def _spawn_child(cmd: list[str], log_path: Path, env: dict[str, str], cwd: Path, **kwargs: Any) -> subprocess.Popen:
+    """Start a service as our own child: its own session (signalled as a group), output to its log,
+    and killed with us (PR_SET_PDEATHSIG) so that it never outlives the process that started it."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_make_preexec(os.getpid()),
+            env=env,
+            cwd=str(cwd),
+            **kwargs,
+        )
+
+
 def free_port(host: str = LOOPBACK) -> int:
     """A TCP port that is free right now (the OS picks it; tiny race until the service binds)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -388,18 +405,7 @@ class EmbeddedPostgres:
             kwargs.update(user=self._run_as[0], group=self._run_as[1], extra_groups=[])
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C"
-        with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_make_preexec(os.getpid()),
-                env=env,
-                cwd=str(self.base_dir),
-                **kwargs,
-            )
+        self._proc = _spawn_child(cmd, self.log_path, env, self.base_dir, **kwargs)
         with _live_lock:
             _live.add(self)
         self._stopped = False
@@ -725,17 +731,7 @@ class EmbeddedBroker:
         }
         env = {k: v for k, v in os.environ.items() if k not in drop}
         env["NO_COLOR"] = "1"  # plain log lines (no ANSI escapes) in tansu.log and in our error messages
-        with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_make_preexec(os.getpid()),
-                env=env,
-                cwd=str(self.base_dir),
-            )
+        self._proc = _spawn_child(cmd, self.log_path, env, self.base_dir)
         with _live_lock:
             _live.add(self)
         self._stopped = False
