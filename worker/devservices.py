@@ -924,39 +924,34 @@ async def wait_for_topics(bootstrap_servers: str, topics: dict[str, int], *, tim
 # ---------------------------------------------------------------------------------------------
 
 
-class ExternalPostgres:
-    """A PostgreSQL given by ``DATABASE_URL``: nothing to start or stop."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
+class _External:
+    """A service someone else runs (given by the environment): nothing to start or stop."""
 
     def stop(self) -> None:
         pass
 
-    def __enter__(self) -> ExternalPostgres:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+
+class ExternalPostgres(_External):
+    """A PostgreSQL given by ``DATABASE_URL``."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
 
     def __repr__(self) -> str:
         return f"ExternalPostgres(url={self.url!r})"
 
 
-class ExternalBroker:
-    """A broker given by ``KAFKA_BOOTSTRAP_SERVERS``: nothing to start or stop."""
+class ExternalBroker(_External):
+    """A broker given by ``KAFKA_BOOTSTRAP_SERVERS``."""
 
     def __init__(self, bootstrap_servers: str) -> None:
         self.bootstrap_servers = bootstrap_servers
-
-    def stop(self) -> None:
-        pass
-
-    def __enter__(self) -> ExternalBroker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
 
     def __repr__(self) -> str:
         return f"ExternalBroker(bootstrap_servers={self.bootstrap_servers!r})"
