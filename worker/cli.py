@@ -1,4 +1,4 @@
-"""`rating-worker COMMAND`: run, migrate, replay, docs, demo. `rating-worker COMMAND --help` explains each."""
+"""`rating-worker COMMAND`: run, migrate, replay, docs, demo, import, and the operator's commands. `rating-worker COMMAND --help` explains each."""
 
 from __future__ import annotations
 
@@ -138,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--refresh", type=float, default=2.0, help="seconds between screen refreshes (default 2)")
     p.add_argument("--seed", type=int, default=7, help="random seed of the demo stream")
     p.set_defaults(func=_demo)
+
+    from worker import importer, operator
+
+    importer.add_parser(sub)
+    operator.add_parsers(sub)
     return parser
 
 
