@@ -7,16 +7,17 @@ that drives a store (PostgreSQL in the worker, memory in `replay`), so both path
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from worker.changes import change_record, message_cause
-from worker.ratings import chesskite, csr, fide, imports, tsr, uscf
-from worker.ratings.inputs import Message
+from worker.ratings import chesskite, csr, fairplay, fide, imports, tsr, uscf
+from worker.ratings.inputs import GameSide, Message
 from worker.ratings.state import Outcome, RatingState, StateKey
-from worker.store.base import ChangeRecord, ProcessedMessage, StateStore
+from worker.store.base import ChangeRecord, HistoryQuery, ProcessedMessage, StateStore
 
 
 class BatchHooks(Protocol):
@@ -42,6 +43,10 @@ class RatingSystem(Protocol):
 
     def shown_rating(self, state: RatingState) -> float | None: ...
 
+    def history(self, payload) -> HistoryQuery | None: ...
+
+    def with_history(self, payload, games: tuple[GameSide, ...]): ...
+
 
 @dataclass(frozen=True)
 class Adapter:
@@ -49,7 +54,9 @@ class Adapter:
 
     `rate(payload, states, closed) -> Outcome` is the module's pure rating function; `more_keys` names
     states needed only when some of `state_keys` are not stored yet; `shown_rating` is the rating that
-    `rating.changed` publishes (None for a FIDE rating that is not listed).
+    `rating.changed` publishes (None for a FIDE rating that is not listed). A message that needs the
+    games of the past (a fair-play closure) names them with `history`; the engine reads them through
+    the store, adds those of the batch so far, and hands them to `rate` by `with_history`.
     """
 
     players: Callable[[Any], list[str]]
@@ -58,9 +65,18 @@ class Adapter:
     cause_time: Callable[[Any], float] = operator.attrgetter("finished_at")
     more_keys: Callable[[Any, Mapping[StateKey, RatingState]], list[StateKey]] = lambda payload, loaded: []
     shown_rating: Callable[[RatingState], float | None] = operator.attrgetter("rating")
+    history: Callable[[Any], HistoryQuery | None] = lambda payload: None
+    with_history: Callable[[Any, tuple[GameSide, ...]], Any] = lambda payload, games: payload
 
 
 _rating = operator.attrgetter("rating")
+
+
+def _closure_games(closure) -> HistoryQuery | None:
+    if closure.reason != fairplay.FAIR_PLAY:
+        return None
+    since, until = fairplay.window(closure)
+    return HistoryQuery(closure.player_id, fairplay.PARAMS.system, fairplay.PARAMS.cause_type, since, until)
 
 # Adding a system: a module in worker/ratings/ and one line here.
 REGISTRY: dict[str, RatingSystem] = {
@@ -74,6 +90,9 @@ REGISTRY: dict[str, RatingSystem] = {
                                             cause_time=operator.attrgetter("imported_at"),
                                             shown_rating=fide.listed_rating if system == "fide" else _rating)
        for system in ("csr", "tsr", "uscf", "fide", "chesskite")},
+    "account.closed": Adapter(fairplay.players, fairplay.state_keys, fairplay.rate_closure,
+                              cause_time=operator.attrgetter("closed_at"), history=_closure_games,
+                              with_history=lambda closure, games: dataclasses.replace(closure, games=games)),
 }
 
 
@@ -110,6 +129,7 @@ class Computed:
     result: BatchResult
     changed: dict[StateKey, RatingState]
     processed: list[ProcessedMessage]
+    closures: dict[str, float] = field(default_factory=dict)  # accounts closed for fair play
 
 
 @dataclass(slots=True)
@@ -118,6 +138,7 @@ class _Needs:
     players: list[str]
     keys: set[StateKey]
     ids: list[tuple[str, str]]
+    queries: dict[int, HistoryQuery] = field(default_factory=dict)  # message index -> games it needs
 
 
 @dataclass(slots=True)
@@ -150,7 +171,44 @@ def _needs(messages: Sequence[Message]) -> _Needs:
     systems = [system_for(m) for m in messages]
     players = sorted({p for m, s in zip(messages, systems, strict=True) for p in s.players(m.payload)})
     keys = {k for m, s in zip(messages, systems, strict=True) for k in s.state_keys(m.payload)}
-    return _Needs(systems, players, keys, [(m.source, m.id) for m in messages])
+    queries = {i: q for i, (m, s) in enumerate(zip(messages, systems, strict=True))
+               if (q := s.history(m.payload)) is not None}
+    return _Needs(systems, players, keys, [(m.source, m.id) for m in messages], queries)
+
+
+async def _read_history(tx, messages: Sequence[Message], needs: _Needs) -> dict[int, list[GameSide]]:
+    """The stored games each history-reading message needs; their players and keys join `needs`."""
+    history: dict[int, list[GameSide]] = {}
+    players = set(needs.players)
+    for i, query in needs.queries.items():
+        history[i] = await tx.games_with(query)
+        system = needs.systems[i]
+        attached = system.with_history(messages[i].payload, tuple(history[i]))
+        players.update(system.players(attached))
+        needs.keys.update(system.state_keys(attached))
+    needs.players = sorted(players)
+    return history
+
+
+async def _lock(tx, messages: Sequence[Message], needs: _Needs) -> dict[int, list[GameSide]]:
+    """Lock the batch's players in sorted order; returns the stored games its messages need.
+
+    Whom a fair-play closure refunds depends on the games the account played: read them, lock the
+    account and its opponents with everyone else, then read them again under the locks (a game that
+    committed in between adds a player, locked last: if that ever closes a cycle with another
+    worker, PostgreSQL reports a deadlock, which is transient, and the batch is retried).
+    """
+    if not needs.queries:
+        await tx.lock_players(needs.players)
+        return {}
+    await _read_history(tx, messages, needs)
+    locked = list(needs.players)
+    await tx.lock_players(locked)
+    history = await _read_history(tx, messages, needs)
+    late = sorted(set(needs.players) - set(locked))
+    if late:
+        await tx.lock_players(late)
+    return history
 
 
 async def _load(reader, messages: Sequence[Message], needs: _Needs) -> tuple[dict[StateKey, RatingState], set]:
@@ -174,27 +232,49 @@ async def _load_more(reader, messages, needs: _Needs, loaded: dict, asked: set) 
 class _Computation:
     """The pure part of a batch, one message at a time: against `working` (updated in place) and `done`."""
 
-    def __init__(self, working: dict[StateKey, RatingState], done: set[tuple[str, str]], closed: Mapping[str, float]):
-        self.working, self.done, self.closed = working, done, closed
+    def __init__(
+        self, working: dict[StateKey, RatingState], done: set[tuple[str, str]], closed: Mapping[str, float],
+        history: Mapping[int, list[GameSide]] | None = None, queries: Mapping[int, HistoryQuery] | None = None,
+    ):
+        self.working, self.done = working, done
+        self.closed = dict(closed)  # grows when a message of the batch closes an account
+        self.history, self.queries = history or {}, queries or {}
         self.result = BatchResult()
         self.changed: dict[StateKey, RatingState] = {}
         self.processed: list[ProcessedMessage] = []
+        self.closures: dict[str, float] = {}
 
-    def apply(self, message: Message, system: RatingSystem) -> None:
+    def _games_so_far(self, query: HistoryQuery) -> tuple[GameSide, ...]:
+        """The games of this batch, already rated, that a history query asks for (not stored yet)."""
+        return tuple(
+            GameSide(r.cause_source, r.cause_id, r.key.player_id, r.key.category, r.delta, r.changed_at)
+            for r in self.result.records
+            if r.cause_type == query.cause_type and r.key.system == query.system
+            and query.since <= r.changed_at <= query.until
+        )
+
+    def apply(self, message: Message, system: RatingSystem, index: int) -> None:
         result = self.result
         ident = (message.source, message.id)
         if ident in self.done:
             result.outcomes.append("duplicate")
             result.unrated_reasons.append(None)
             return
+        payload = message.payload
+        query = self.queries.get(index)
+        if query is not None:
+            payload = system.with_history(payload, tuple(self.history.get(index, ())) + self._games_so_far(query))
         try:
-            outcome = system.rate(message.payload, self.working, self.closed)
+            outcome = system.rate(payload, self.working, self.closed)
         except Exception as exc:  # noqa: BLE001 - one message's bug must not stop every partition
             result.failed.append((len(result.outcomes), f"{type(exc).__name__}: {exc}"))
             result.outcomes.append("failed")
             result.unrated_reasons.append(None)
             return
         self.done.add(ident)
+        if outcome.closure is not None:
+            player_id, closed_at = outcome.closure
+            self.closed[player_id] = self.closures[player_id] = closed_at
         if outcome.changes:
             at = system.cause_time(message.payload)
             cause = message_cause(message)
@@ -208,17 +288,18 @@ class _Computation:
         self.processed.append(ProcessedMessage(message.source, message.id, message.type, status))
 
     def computed(self) -> Computed:
-        return Computed(self.result, self.changed, self.processed)
+        return Computed(self.result, self.changed, self.processed, self.closures)
 
 
 def compute(
     messages: Sequence[Message], systems: Sequence[RatingSystem], working: dict[StateKey, RatingState],
     done: set[tuple[str, str]], closed: Mapping[str, float],
+    history: Mapping[int, list[GameSide]] | None = None, queries: Mapping[int, HistoryQuery] | None = None,
 ) -> Computed:
     """The pure part of a batch: messages in order against `working` (updated in place) and `done`."""
-    c = _Computation(working, done, closed)
-    for message, system in zip(messages, systems, strict=True):
-        c.apply(message, system)
+    c = _Computation(working, done, closed, history, queries)
+    for i, (message, system) in enumerate(zip(messages, systems, strict=True)):
+        c.apply(message, system, i)
     return c.computed()
 
 
@@ -230,15 +311,21 @@ async def compute_yielding(
     before it is in PostgreSQL, and that batch's round trips must not wait for the whole plan."""
     c = _Computation(working, done, closed)
     for i, (message, system) in enumerate(zip(messages, systems, strict=True)):
-        c.apply(message, system)
+        c.apply(message, system, i)
         if i % every == every - 1:
             await asyncio.sleep(0)
     return c.computed()
 
 
-async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Sequence[Plan]) -> Plan:
-    """Compute a batch ahead of its locks from a snapshot, with the batches in flight before it on top."""
+async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Sequence[Plan]) -> Plan | None:
+    """Compute a batch ahead of its locks from a snapshot, with the batches in flight before it on top.
+
+    None for a batch that reads the games of the past (a fair-play closure: rare, and whom it locks
+    is only known under the locks): it is computed under its locks.
+    """
     needs = _needs(messages)
+    if needs.queries:
+        return None
     async with store.reader() as r:
         working, asked = await _load(r, messages, needs)
         done = await r.processed(needs.ids)
@@ -271,7 +358,7 @@ async def apply_batch(
     async with store.transaction() as tx:
         if hooks is not None:
             await hooks.before_lock()
-        await tx.lock_players(needs.players)
+        history = await _lock(tx, messages, needs)
         if hooks is not None:
             await hooks.after_lock()
         done = await tx.processed(needs.ids)
@@ -286,8 +373,10 @@ async def apply_batch(
                 computed = compute(messages, needs.systems, working, done, closed)
         else:
             working, _ = await _load(tx, messages, needs)
-            computed = compute(messages, needs.systems, working, done, closed)
-        computed.result.row_ids = await tx.save(computed.changed, computed.result.records, computed.processed, {})
+            computed = compute(messages, needs.systems, working, done, closed, history, needs.queries)
+        computed.result.row_ids = await tx.save(
+            computed.changed, computed.result.records, computed.processed, computed.closures
+        )
         if hooks is not None:
             await hooks.before_commit()
     return computed.result

@@ -7,6 +7,7 @@ Times are epoch seconds (float, UTC), taken from the message itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +92,25 @@ class PuzzleAttempted:
     puzzle_rating: float | None = None
 
 
+class GameSide(NamedTuple):
+    """One player's side of one rated game, as kept in the history: what the game did to his rating."""
+
+    cause_source: str
+    cause_id: str
+    player_id: str
+    category: str
+    delta: float
+    at: float  # the game's finished_at (epoch seconds)
+
+
 @dataclass(frozen=True, slots=True)
 class AccountClosed:
     player_id: str
     reason: str
     closed_at: float
+    # Attached by the engine before rating (RULES.md "Fair-play corrections"): both sides of every
+    # CSR game the account played in the refund window, from the history and the batch so far.
+    games: tuple[GameSide, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,9 @@ class Outcome(NamedTuple):
 
     changes: tuple[RatingChange, ...] = ()
     unrated_reason: str | None = None
+    # (player_id, closed_at): this message closed the account for fair play; every later message
+    # treats it as frozen (RULES.md "Fair-play corrections").
+    closure: tuple[str, float] | None = None
 
     @property
     def rated(self) -> bool:

@@ -6,6 +6,9 @@ drives either through exactly these calls, in this order, inside `store.transact
 
     lock_players(sorted ids) -> processed(ids) -> closed_accounts(ids) -> load_states(keys)
     -> (pure engine) -> save(states, records, processed, closures)
+
+A batch with a fair-play closure also reads the games the account played (`games_with`), once before
+its locks (to know whom to lock) and once under them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
 
 
@@ -49,6 +53,17 @@ class Unpublished:
     payload: bytes
 
 
+class HistoryQuery(NamedTuple):
+    """Both sides of every game (history rows of one cause type) that changed this player's rating in
+    this system, with the cause's time between `since` and `until` (epoch seconds, both included)."""
+
+    player_id: str
+    system: str
+    cause_type: str
+    since: float
+    until: float
+
+
 class StoreTx(Protocol):
     async def lock_players(self, player_ids: Sequence[str]) -> None:
         """Lock every player's rows, in the given (sorted) order, until the transaction ends."""
@@ -61,6 +76,9 @@ class StoreTx(Protocol):
 
     async def load_states(self, keys: Iterable[StateKey]) -> dict[StateKey, RatingState]:
         """The stored states of these keys; keys never rated are absent."""
+
+    async def games_with(self, query: HistoryQuery) -> list[GameSide]:
+        """The history rows of every participant of the causes that match `query` (see HistoryQuery)."""
 
     async def save(
         self,

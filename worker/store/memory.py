@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from contextlib import asynccontextmanager
 
+from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
-from worker.store.base import ChangeRecord, Unpublished
+from worker.store.base import ChangeRecord, HistoryQuery, Unpublished
 
 
 class _MemoryTx:
@@ -25,6 +26,19 @@ class _MemoryTx:
 
     async def load_states(self, keys: Iterable[StateKey]) -> dict[StateKey, RatingState]:
         return {k: self._store.states[k] for k in keys if k in self._store.states}
+
+    async def games_with(self, query: HistoryQuery) -> list[GameSide]:
+        history = self._store.history
+        causes = {
+            (r.cause_source, r.cause_id) for r in history
+            if r.key.player_id == query.player_id and r.key.system == query.system
+            and r.cause_type == query.cause_type and query.since <= r.changed_at <= query.until
+        }
+        return [
+            GameSide(r.cause_source, r.cause_id, r.key.player_id, r.key.category, r.delta, r.changed_at)
+            for r in history
+            if r.key.system == query.system and (r.cause_source, r.cause_id) in causes
+        ]
 
     async def save(self, states, records, processed, closures) -> list[int]:
         # Applied only when the transaction ends normally, like a commit.

@@ -29,8 +29,9 @@ from typing import Any
 import asyncpg
 import orjson
 
+from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
-from worker.store.base import ChangeRecord, ProcessedMessage, Unpublished
+from worker.store.base import ChangeRecord, HistoryQuery, ProcessedMessage, Unpublished
 from worker.store.queries import QUERIES
 
 FAIR_PLAY = "fair_play"
@@ -115,6 +116,12 @@ class PostgresTx:
             wanted[(p, s, c)]: RatingState(rating, rd, vol, games, peak, last_at, version, extra)
             for p, s, c, rating, rd, vol, games, peak, last_at, version, extra in rows
         }
+
+    async def games_with(self, query: HistoryQuery) -> list[GameSide]:
+        rows = await self._conn.fetch(
+            QUERIES["games_with"], query.player_id, query.system, query.cause_type, query.since, query.until
+        )
+        return [GameSide(*row) for row in rows]
 
     async def save(
         self,

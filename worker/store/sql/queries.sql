@@ -65,6 +65,21 @@ SELECT r.player_id, r.system, r.category, r.rating, r.rd, r.volatility, r.games,
 FROM jsonb_array_elements($1::jsonb) AS e
 JOIN ratings AS r ON r.player_id = e->>0 AND r.system = e->>1 AND r.category = e->>2;
 
+-- name: games_with
+-- $1 player, $2 system, $3 cause type, $4 since, $5 until (epoch seconds, both included): both
+-- sides of every game of that type that changed the player's rating in that system in the window
+-- (fair-play refunds). The player's own rows come from the (player_id, system, category, version)
+-- key, the other sides from the cause_ref index; the player's own rows are returned too.
+SELECT o.cause_source, o.cause_id, o.player_id, o.category, o.delta,
+       extract(epoch FROM o.changed_at)::float8 AS at
+FROM rating_changes AS x
+JOIN rating_changes AS o
+  ON o.cause_ref = x.cause_ref AND o.cause_source = x.cause_source AND o.cause_id = x.cause_id
+ AND o.system = x.system
+WHERE x.player_id = $1 AND x.system = $2 AND x.cause_type = $3
+  AND x.changed_at BETWEEN to_timestamp($4::float8) AND to_timestamp($5::float8)
+ORDER BY o.id;
+
 -- name: save
 -- Everything a batch writes, in one statement (one round trip): every data-modifying WITH runs
 -- once and to completion whether or not the final SELECT reads it. Each group is one jsonb array

@@ -1,0 +1,108 @@
+"""Fair-play corrections: `account.closed` with reason `fair_play` (RULES.md "Fair-play corrections").
+
+For every rated CSR game the closed account played with closed_at - 30 days <= finished_at <=
+closed_at, the opponents who lost points get them back: per (victim, category) the sum of the
+negative changes in those games (after the floor, as kept in the history), at most 150, added to
+the current rating. RD, volatility, games and the last-played time are unchanged (a refund is not a
+game); the floor and peak rules then apply. The account itself is frozen from then on (`closure`).
+
+The games come attached to the message (`AccountClosed.games`, both sides of each game): the engine
+reads them from the history, so this stays a pure function of its inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from worker.ratings import csr
+from worker.ratings.inputs import AccountClosed, GameSide
+from worker.ratings.state import Outcome, RatingState, StateKey
+
+FAIR_PLAY = "fair_play"
+DAY = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class FairPlayParams:
+    """RULES.md "Fair-play corrections": each a documented setting."""
+
+    window_days: float = 30.0
+    refund_cap: float = 150.0
+    system: str = csr.SYSTEM  # the system whose games are refunded
+    cause_type: str = "game.finished"
+
+
+PARAMS = FairPlayParams()
+
+
+def window(closure: AccountClosed, params: FairPlayParams = PARAMS) -> tuple[float, float]:
+    """The finished_at range of the games refunded, both ends included (epoch seconds)."""
+    return closure.closed_at - params.window_days * DAY, closure.closed_at
+
+
+def players(closure: AccountClosed) -> list[str]:
+    """The account and, once its games are attached, every opponent that may be refunded."""
+    return sorted({closure.player_id} | {v for v, _ in losses(closure)})
+
+
+def state_keys(closure: AccountClosed, params: FairPlayParams = PARAMS) -> list[StateKey]:
+    return sorted(StateKey(v, params.system, cat) for v, cat in losses(closure))
+
+
+def games_in_window(closure: AccountClosed, params: FairPlayParams = PARAMS) -> dict[tuple[str, str], list[GameSide]]:
+    """The attached games the account played inside the window, by cause (source, id): both sides."""
+    since, until = window(closure, params)
+    by_game: dict[tuple[str, str], list[GameSide]] = {}
+    for side in closure.games:
+        if since <= side.at <= until:
+            by_game.setdefault((side.cause_source, side.cause_id), []).append(side)
+    return {g: sides for g, sides in by_game.items() if any(s.player_id == closure.player_id for s in sides)}
+
+
+def losses(
+    closure: AccountClosed, closed: Mapping[str, float] = {}, params: FairPlayParams = PARAMS  # noqa: B006
+) -> dict[tuple[str, str], float]:
+    """Per (victim, category): the sum of the victim's negative changes in the window's games (< 0).
+
+    A victim closed for fair play himself is not refunded.
+    """
+    lost: dict[tuple[str, str], float] = {}
+    for sides in games_in_window(closure, params).values():
+        for side in sides:
+            if side.player_id == closure.player_id or side.player_id in closed or side.delta >= 0:
+                continue
+            k = (side.player_id, side.category)
+            lost[k] = lost.get(k, 0.0) + side.delta
+    return lost
+
+
+def refunded_state(before: RatingState, points: float, params: csr.CsrParams = csr.PARAMS) -> RatingState:
+    """The rating plus the refund; the floor and peak rules apply as after a game (RULES.md, CSR "Floor")."""
+    rating = csr.apply_floor(before.rating, before.rating + points, before.peak, params)
+    peak = before.peak
+    if not csr.is_provisional(before.rd, params):
+        peak = rating if peak is None else max(peak, rating)
+    return before._replace(rating=rating, peak=peak, version=before.version + 1)
+
+
+def rate_closure(
+    closure: AccountClosed,
+    states: Mapping[StateKey, RatingState],
+    closed: Mapping[str, float] = {},  # noqa: B006 - read-only
+    params: FairPlayParams = PARAMS,
+) -> Outcome:
+    """Refund the account's victims and freeze it; any other reason, or a second closure, changes nothing."""
+    if closure.reason != FAIR_PLAY:
+        return Outcome(unrated_reason="not_fair_play")
+    if closure.player_id in closed:
+        return Outcome(unrated_reason="already_closed")
+    changes = []
+    for (victim, cat), lost in sorted(losses(closure, closed, params).items()):
+        key = StateKey(victim, params.system, cat)
+        before = states.get(key)
+        if before is None:  # no stored rating to refund (cannot happen for a rated game's loser)
+            continue
+        after = refunded_state(before, min(params.refund_cap, -lost))
+        changes.append(csr.change(key, before, after))
+    return Outcome(changes=tuple(changes), closure=(closure.player_id, closure.closed_at))
