@@ -139,10 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7, help="random seed of the demo stream")
     p.set_defaults(func=_demo)
 
-    from worker import importer, operator
+    from worker import admin, importer
 
     importer.add_parser(sub)
-    operator.add_parsers(sub)
+    admin.add_parsers(sub)
     return parser
 
 

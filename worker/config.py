@@ -108,7 +108,7 @@ def _convert(name: str, kind: str, raw: str):
     return raw
 
 
-def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = None, **overrides) -> Config:
+def _read(args: argparse.Namespace | None, env: dict[str, str] | None, overrides: dict) -> Config:
     env = os.environ if env is None else env
     values = {}
     for f in fields(Config):
@@ -119,22 +119,52 @@ def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = No
             raw = env.get(f.name.upper())
         if raw is not None:
             values[f.name] = raw if not isinstance(raw, str) else _convert(f.name, f.type, raw)
-    config = Config(**values)
+    return Config(**values)
+
+
+def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = None, **overrides) -> Config:
+    config = _read(args, env, overrides)
     validate(config)
     return config
 
 
-def validate(c: Config) -> None:
+def load_for_tool(
+    args: argparse.Namespace | None = None, *, database: bool = False, kafka: bool = False,
+    env: dict[str, str] | None = None,
+) -> Config:
+    """The settings one of the operator's commands needs, checked as `load` checks them; the rest
+    keep their defaults (a command that only reads PostgreSQL does not need a broker)."""
+    config = _read(args, env, {})
+    if database:
+        _validate_database(config)
+    if kafka:
+        _validate_kafka(config)
+    return config
+
+
+def _validate_database(c: Config) -> None:
     if not c.database_url:
         raise ConfigError("DATABASE_URL is not set: give the PostgreSQL URL (postgresql://user:pass@host/db)")
     if urlparse(c.database_url).scheme not in ("postgres", "postgresql"):
         raise ConfigError(f"DATABASE_URL must start with postgresql://, got {c.database_url.split(':')[0]!r}")
+
+
+def _validate_kafka(c: Config) -> None:
     if not c.kafka_bootstrap_servers:
         raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set: give host:port of the Kafka brokers")
     for server in c.kafka_bootstrap_servers.split(","):
         host, _, port = server.strip().rpartition(":")
         if not host or not port.isdigit():
             raise ConfigError(f"KAFKA_BOOTSTRAP_SERVERS: {server!r} is not host:port")
+    if c.kafka_security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ConfigError(f"KAFKA_SECURITY_PROTOCOL={c.kafka_security_protocol!r}: not a Kafka protocol")
+    if c.kafka_security_protocol.startswith("SASL") and not (c.kafka_sasl_mechanism and c.kafka_sasl_username):
+        raise ConfigError("KAFKA_SASL_MECHANISM and KAFKA_SASL_USERNAME are required with SASL")
+
+
+def validate(c: Config) -> None:
+    _validate_database(c)
+    _validate_kafka(c)
     if not c.kafka_input_topics:
         raise ConfigError("KAFKA_INPUT_TOPICS is empty")
     topics = set(c.kafka_input_topics)
@@ -155,10 +185,6 @@ def validate(c: Config) -> None:
             f"({c.max_inflight_batches + 2}): each batch in flight, the outbox relay and marking need one")
     if c.kafka_heartbeat_interval_ms >= c.kafka_session_timeout_ms:
         raise ConfigError("KAFKA_HEARTBEAT_INTERVAL_MS must be smaller than KAFKA_SESSION_TIMEOUT_MS")
-    if c.kafka_security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-        raise ConfigError(f"KAFKA_SECURITY_PROTOCOL={c.kafka_security_protocol!r}: not a Kafka protocol")
-    if c.kafka_security_protocol.startswith("SASL") and not (c.kafka_sasl_mechanism and c.kafka_sasl_username):
-        raise ConfigError("KAFKA_SASL_MECHANISM and KAFKA_SASL_USERNAME are required with SASL")
     if c.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"LOG_LEVEL={c.log_level!r}: DEBUG, INFO, WARNING or ERROR")
 

@@ -211,3 +211,55 @@ SELECT coalesce(max(version), 0) FROM schema_migrations;
 -- name: migrations_record
 -- $1 version, $2 name, $3 checksum (sha256 of the file).
 INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3);
+
+
+-- ---------------------------------------------------------------------------------------------
+-- The operator's commands (worker/operator.py): reads only, outside batch transactions
+-- ---------------------------------------------------------------------------------------------
+
+-- name: leaderboard
+-- $1 system, $2 category, $3 how many: the best established ratings (view `leaderboard`, served by
+-- the partial index ratings_leaderboard: n index entries read, no sort).
+SELECT player_id, rating, rd, games, peak, version
+FROM leaderboard
+WHERE system = $1 AND category = $2
+ORDER BY rating DESC, player_id
+LIMIT $3;
+
+-- name: player_account
+-- $1 player id: the account row (absent for a player never seen).
+SELECT player_id, closed_reason, closed_at FROM players WHERE player_id = $1;
+
+-- name: player_ratings
+-- $1 player id: every rating, with the provisional mark and floor of its latest change (as
+-- published: each system's own rule, computed once by the engine).
+SELECT r.system, r.category, r.rating, r.rd, r.volatility, r.games, r.peak, r.version,
+       to_timestamp(r.last_at) AS last_at,
+       convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'provisional' AS provisional,
+       convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'floor' AS floor,
+       convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'after' -> 'rating' AS shown
+FROM ratings AS r
+LEFT JOIN rating_changes AS c
+  ON c.player_id = r.player_id AND c.system = r.system AND c.category = r.category
+ AND c.version = r.version
+WHERE r.player_id = $1
+ORDER BY r.system, r.category;
+
+-- name: player_history
+-- $1 player id, $2 how many, $3 system or null, $4 category or null: the latest changes, newest
+-- first (the rating_changes_key_version index: per rating, in order of version).
+SELECT system, category, version, rating, delta, cause_type, cause_source, cause_id, cause_ref,
+       changed_at
+FROM rating_changes
+WHERE player_id = $1 AND ($3::text IS NULL OR system = $3) AND ($4::text IS NULL OR category = $4)
+ORDER BY changed_at DESC, id DESC
+LIMIT $2;
+
+-- name: outbox_oldest
+-- The outbox's size and its oldest unpublished change (the relay publishes rows older than a few
+-- seconds; an old one here means publishing is stuck).
+SELECT (SELECT count(*) FROM outbox) AS backlog,
+       o.created_at, r.event_id, r.player_id, r.system, r.category, r.version, r.changed_at
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (SELECT * FROM outbox ORDER BY change_id LIMIT 1) AS o ON true
+LEFT JOIN rating_changes AS r ON r.id = o.change_id;
