@@ -943,6 +943,13 @@ class ExternalPostgres(_External):
     def __init__(self, url: str) -> None:
         self.url = url
 
+    def url_for(self, database: str) -> str:
+        """The same server and credentials, another database."""
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(self.url)
+        return urlunsplit(parts._replace(path="/" + database))
+
     def __repr__(self) -> str:
         return f"ExternalPostgres(url={self.url!r})"
 

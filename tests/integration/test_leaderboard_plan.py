@@ -1,0 +1,77 @@
+"""The leaderboard and history queries stay index-backed as the player base grows (EXPLAIN, not timing)."""
+
+from __future__ import annotations
+
+import asyncpg
+import orjson
+
+from worker.store.queries import QUERIES
+
+PLAYERS = 200_000
+
+
+def nodes(plan: dict) -> list[dict]:
+    out = [plan]
+    for child in plan.get("Plans", ()):
+        out += nodes(child)
+    return out
+
+
+async def fill(conn: asyncpg.Connection, players: int) -> None:
+    """`players` CSR blitz ratings, a third of them established, plus US Chess ones."""
+    await conn.execute(f"""
+        INSERT INTO players (player_id) SELECT 'p' || g FROM generate_series(1, {players}) AS g;
+        INSERT INTO ratings (player_id, system, category, rating, rd, volatility, games, version)
+        SELECT 'p' || g, 'csr', 'blitz', 800 + (g::int8 * 7919 % 2000), CASE WHEN g % 3 = 0 THEN 80 ELSE 200 END,
+               0.06, 10, 1
+        FROM generate_series(1, {players}) AS g;
+        INSERT INTO ratings (player_id, system, category, rating, games, version)
+        SELECT 'p' || g, 'uscf', 'regular', 800 + (g::int8 * 104729 % 1800), g % 50, 1
+        FROM generate_series(1, {players}, 4) AS g;
+        ANALYZE players; ANALYZE ratings;
+    """)
+
+
+async def plan_of(conn: asyncpg.Connection, sql: str, *args) -> list[dict]:
+    raw = await conn.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+    return nodes((orjson.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"])
+
+
+async def test_leaderboard_reads_the_partial_index_in_order_without_sorting(database_url):
+    conn = await asyncpg.connect(database_url)
+    try:
+        await fill(conn, PLAYERS)
+        for system, category in (("csr", "blitz"), ("uscf", "regular")):
+            plan = await plan_of(conn, QUERIES["leaderboard"], system, category, 10)
+            types = [n["Node Type"] for n in plan]
+            assert "Sort" not in types and "Seq Scan" not in [t for n, t in zip(plan, types, strict=True)
+                                                               if n.get("Relation Name") == "ratings"], types
+            assert any(n.get("Index Name") == "ratings_leaderboard" for n in plan), types
+            rows = await conn.fetch(QUERIES["leaderboard"], system, category, 10)
+            expected = await conn.fetch(
+                "SELECT player_id FROM ratings WHERE system = $1 AND category = $2 AND "
+                "(CASE WHEN system = 'uscf' THEN games > 25 ELSE rd <= 110 END) ORDER BY rating DESC, player_id LIMIT 10",
+                system, category)
+            assert [r["player_id"] for r in rows] == [r["player_id"] for r in expected]
+    finally:
+        await conn.close()
+
+
+async def test_a_players_history_uses_the_version_key(database_url):
+    conn = await asyncpg.connect(database_url)
+    try:
+        await fill(conn, 20_000)
+        await conn.execute("""
+            INSERT INTO rating_changes (event_id, player_id, system, category, version, rating, delta, cause_type,
+                                        cause_source, cause_id, cause_ref, changed_at, payload)
+            SELECT 'e' || g, 'p' || (g % 20000), 'csr', 'blitz', g / 20000 + 1, 1500, 1, 'game.finished', '/s',
+                   'g' || g, 'g' || g, now(), '\\x00'::bytea
+            FROM generate_series(1, 200000) AS g;
+            ANALYZE rating_changes;
+        """)
+        plan = await plan_of(conn, QUERIES["player_history"], "p17", 10, None, None)
+        assert [n for n in plan if n.get("Relation Name") == "rating_changes" and n["Node Type"] == "Seq Scan"] == []
+        games = await plan_of(conn, QUERIES["games_with"], "p17", "csr", "game.finished", 0.0, 2e9)
+        assert [n for n in games if n["Node Type"] == "Seq Scan"] == [], [n["Node Type"] for n in games]
+    finally:
+        await conn.close()
