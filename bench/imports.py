@@ -1,0 +1,141 @@
+"""`rating-worker import` at scale: a million imported players (every system) into PostgreSQL.
+
+    ./dev bench imports                          BENCH_IMPORTS players (default 1,000,000), --database-url mode
+    BENCH_IMPORTS=100000 ./dev bench imports     a quicker run
+    BENCH_IMPORTS_BROKER=1 ./dev bench imports   also through the broker with one worker running
+    BENCH_IMPORTS_AGAIN=1 ./dev bench imports    also the same file a second time (everything skipped)
+
+The file is generated first (not timed), as CSV. The command runs as a user runs it, in its own process
+(`python -m worker import FILE --database-url URL --batch-size BENCH_BATCH`, default 5000); the time is
+its wall time, start-up included, and the counts are checked in PostgreSQL afterwards. PostgreSQL runs
+with durable commits (fsync, full_page_writes, synchronous_commit on), as in the pipeline benchmarks.
+With BENCH_IMPORTS_BROKER: the same file produced to a 3-partition topic while one `rating-worker run`
+process consumes it, timed from the start of the command to the last message processed; then the
+outbox relay is not involved (the worker publishes as it goes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+
+from bench.pipeline import _env, _fresh_db, _worker
+from tests.integration.test_import_cli import import_rows, write_csv
+from worker import devservices
+
+COUNT = int(os.environ.get("BENCH_IMPORTS", "1000000"))
+BATCH = int(os.environ.get("BENCH_BATCH", "5000"))
+
+
+def _import(path: Path, *args: str) -> tuple[float, str]:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "worker", "import", str(path), "--quiet", *args],
+                          capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"import exited with {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return elapsed, proc.stdout
+
+
+async def _counts(url: str) -> dict[str, int]:
+    conn = await asyncpg.connect(url)
+    try:
+        return {t: await conn.fetchval(f"SELECT count(*) FROM {t}")
+                for t in ("ratings", "rating_changes", "outbox", "processed_messages")}
+    finally:
+        await conn.close()
+
+
+def _systems(rows: list[dict]) -> str:
+    seen: dict[str, int] = {}
+    for r in rows:
+        seen[r["system"]] = seen.get(r["system"], 0) + 1
+    return ", ".join(f"{s} {n * 100 / len(rows):.0f}%" for s, n in sorted(seen.items(), key=lambda x: -x[1]))
+
+
+async def database_mode(pg, path: Path, rows: list[dict]) -> None:
+    url = await _fresh_db(pg, "bench_imports")
+    elapsed, summary = _import(path, "--database-url", url, "--batch-size", str(BATCH))
+    counts = await _counts(url)
+    assert counts == {"ratings": COUNT, "rating_changes": COUNT, "outbox": COUNT, "processed_messages": COUNT}, counts
+    print(f"imports: {COUNT:,} players ({_systems(rows)}) with --database-url, batch {BATCH}: "
+          f"{elapsed:.1f} s, {COUNT / elapsed:,.0f} rows/s (command wall time, start-up included)", flush=True)
+    if os.environ.get("BENCH_IMPORTS_AGAIN"):
+        elapsed, summary = _import(path, "--database-url", url, "--batch-size", str(BATCH))
+        assert "nothing new" in summary, summary
+        assert await _counts(url) == counts
+        print(f"imports: the same file again (all {COUNT:,} skipped as imported before): {elapsed:.1f} s, "
+              f"{COUNT / elapsed:,.0f} rows/s", flush=True)
+
+
+async def broker_mode(pg, broker, path: Path, log: Path) -> None:
+    tag = "imports"
+    url = await _fresh_db(pg, f"bench_{tag}_broker")
+    await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
+    worker = _worker(_env(url, broker.bootstrap_servers, tag, batch_size=BATCH), log)
+    conn = await asyncpg.connect(url)
+    try:
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "worker", "import", str(path), "--quiet", "--topic", f"in-{tag}",
+                                 "--bootstrap-servers", broker.bootstrap_servers, "--batch-size", str(BATCH)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        produced_at = None
+        while True:
+            if produced_at is None and proc.poll() is not None:
+                produced_at = time.perf_counter() - started
+                if proc.returncode != 0:
+                    raise RuntimeError(f"import exited with {proc.returncode}: {proc.communicate()}")
+            n = await conn.fetchval("SELECT count(*) FROM processed_messages")
+            if n >= COUNT:
+                break
+            if worker.poll() is not None:
+                raise RuntimeError(f"worker exited with {worker.returncode}, see {log}")
+            await asyncio.sleep(0.5)
+        done_at = time.perf_counter() - started
+        if produced_at is None:
+            proc.wait()
+            produced_at = time.perf_counter() - started
+    finally:
+        await conn.close()
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(120)
+    print(f"imports: {COUNT:,} players through the broker (3 partitions) with one worker, batch {BATCH}: "
+          f"produced in {produced_at:.1f} s ({COUNT / produced_at:,.0f} rows/s), all applied after {done_at:.1f} s "
+          f"({COUNT / done_at:,.0f} rows/s end to end)", flush=True)
+
+
+async def main() -> None:
+    # Durable commits, as in production (the test server has fsync off).
+    pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
+          else devservices.start_postgres(settings={"fsync": "on", "full_page_writes": "on",
+                                                    "synchronous_commit": "on"}))
+    tmp = Path(tempfile.mkdtemp(prefix="rw-bench-imports-"))
+    path = tmp / "ratings.csv"
+    broker = None
+    try:
+        generated = time.perf_counter()
+        rows = import_rows(COUNT, seed=12)
+        write_csv(path, rows)
+        print(f"imports: generated {COUNT:,} lines ({path.stat().st_size / 1e6:.0f} MB of CSV) in "
+              f"{time.perf_counter() - generated:.1f} s (not timed)", flush=True)
+        await database_mode(pg, path, rows)
+        if os.environ.get("BENCH_IMPORTS_BROKER"):
+            broker = devservices.broker_from_env_or_start()
+            await broker_mode(pg, broker, path, tmp / "worker.log")
+    finally:
+        if broker is not None:
+            broker.stop()
+        pg.stop()
+        path.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
