@@ -331,8 +331,8 @@ async def test_bad_rating_imported_messages_are_dead_lettered_and_good_ones_appl
          "invalid_data", "data.games: must be >= 0 (got -2)"),
         (_event({"player_id": "b5", "system": "csr", "category": "blitz"}, "bad-5"),
          "invalid_data", "data.rating: is required"),
-        (_event({"player_id": "b6", "system": "chesstempo", "category": "blitz", "rating": 1500}, "bad-6"),
-         "unsupported", "rating.imported: no rating system for it in this version"),
+        (_event({"player_id": "b6", "system": "tsr", "category": "turbo", "rating": 1500, "peak": 1600}, "bad-6"),
+         "invalid_data", "data.peak: tsr has no floor, so no peak"),
     ]
     stream = good[:2] + [b for b, _, _ in bad[:3]] + good[2:4] + [b for b, _, _ in bad[3:]] + good[4:]
     await produce(broker.bootstrap_servers, topics.input, stream)
@@ -351,9 +351,8 @@ async def test_bad_rating_imported_messages_are_dead_lettered_and_good_ones_appl
         assert h["error.message"].decode().startswith(reason), h["error.message"]
         assert h["source.topic"].decode() == topics.input
         assert int(h["source.offset"]) == stream.index(value)
-        if error_class != "unsupported":  # the decoder's own reason, word for word
-            with pytest.raises(BadMessage) as exc:
-                decode(value)
-            assert h["error.message"].decode() == exc.value.reason
+        with pytest.raises(BadMessage) as exc:  # the decoder's own reason, word for word
+            decode(value)
+        assert h["error.message"].decode() == exc.value.reason
     assert_imported_as_given(await states(database_url), good_rows)
     assert await count(database_url, "processed_messages") == len(good)

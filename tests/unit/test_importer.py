@@ -166,7 +166,6 @@ def _data(**fields):
     ({"imported_at": "2026-02-30T00:00:00Z"}, "invalid_data", "data.imported_at: not a real date and time"),
     ({"imported_at": "yesterday"}, "invalid_data", "data.imported_at: must be an RFC 3339 timestamp"),
     ({"player_id": ""}, "invalid_data", "data.player_id: must be at least 1 character long"),
-    ({"system": "chesstempo", "category": "blitz"}, "unsupported", "data.system: no rating system for 'chesstempo'"),
 ])
 def test_each_line_is_checked_by_the_worker_decoder_with_its_reason(fields, error_class, reason):
     records = [importer.Record(7, _data(), None), importer.Record(9, _data(**{"player_id": "p2", **fields}), "raw")]
@@ -175,6 +174,16 @@ def test_each_line_is_checked_by_the_worker_decoder_with_its_reason(fields, erro
     assert isinstance(second, Rejected)
     assert (second.line, second.error_class, second.raw) == (9, error_class, "raw")
     assert second.reason.startswith(reason), second.reason
+
+
+def test_a_system_this_worker_cannot_rate_yet_is_rejected_as_unsupported(monkeypatch):
+    """As the worker would dead-letter it (pipeline: error.class unsupported), so it is not sent."""
+    monkeypatch.setattr(importer, "system_for", lambda message: None if message.payload.player_id == "p2" else 1)
+    records = [importer.Record(2, _data(), None), importer.Record(3, _data(player_id="p2"), None)]
+    good, rejected = checked(records)
+    assert isinstance(good, Good)
+    assert (rejected.line, rejected.error_class, rejected.reason) == (
+        3, "unsupported", "data.system: no rating system for 'csr' in this version of the worker")
 
 
 def test_a_missing_imported_at_is_rejected_unless_given_for_all():
