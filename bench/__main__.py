@@ -1,4 +1,4 @@
-"""`./dev bench [throughput|latency|engine|marathon|puzzles|leaderboard|all]`: the numbers in the README."""
+"""`./dev bench [throughput|latency|engine|marathon|puzzles|chesstempo|leaderboard|all]`: the numbers in the README."""
 
 import asyncio
 import sys
@@ -12,7 +12,7 @@ def main(argv: list[str]) -> int:
         engine.main()
     if what == "leaderboard":
         leaderboard.main()
-    if what in ("throughput", "latency", "pipeline", "marathon", "puzzles", "all"):
+    if what in ("throughput", "latency", "pipeline", "marathon", "puzzles", "chesstempo", "all"):
         asyncio.run(pipeline.main(what))
     return 0
 

@@ -179,6 +179,15 @@ async def main(what: str) -> None:
             rate = await throughput(pg, broker, log, values=attempts, tag="kite")
             print(f"pipeline: {rate:,.0f} ChessKite puzzle attempts/s end to end (about half challenge cards, "
                   f"rated), {GAMES} attempts by {PLAYERS} players")
+        if what in ("chesstempo", "all"):
+            from tests.streams import chesstempo_attempts
+
+            n = int(os.environ.get("BENCH_ATTEMPTS", "10000"))
+            for problems in (10, n):
+                attempts = chesstempo_attempts(n, PLAYERS, problems, seed=6, days=2)
+                rate = await throughput(pg, broker, log, values=attempts, tag=f"tempo{problems}")
+                print(f"pipeline: {rate:,.0f} Chess Tempo attempts/s end to end, {n} attempts by {PLAYERS} users "
+                      f"on {problems} problems (standard and blitz)", flush=True)
         if what in ("latency", "pipeline", "all"):
             p50, p99, n = await latency(pg, broker, log)
             print(f"pipeline: latency produce -> rating.changed at {LATENCY_RATE} games/s over "

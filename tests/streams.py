@@ -133,3 +133,22 @@ def fide_events(n: int, names: list[str], seed: int = 1, size: int = 6, rounds: 
             "data": {"competition_id": f"fide-{i}", "kind": "fide", "rated": True, "finished_at": stamp,
                      "rating_type": "standard", "players": [{"player_id": p} for p in chosen], "games": played}}))
     return out
+
+
+def chesstempo_attempts(n: int, users: int, problems: int, seed: int = 1, days: int = 5, start: datetime | None = None,
+                        source: str = "/test/tempo") -> list[bytes]:
+    """Chess Tempo attempts, standard and blitz, spread over `days` UTC days (in time order), with repeats."""
+    rng = random.Random(seed)
+    start = start or datetime(2026, 3, 1, 6, tzinfo=UTC)
+    step = days * 86400 / max(n, 1)
+    out = []
+    for i in range(n):
+        stamp = (start + timedelta(seconds=i * step)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        mode = "blitz" if rng.random() < 0.5 else "standard"
+        data = {"system": "chesstempo", "mode": mode, "player_id": f"t{rng.randrange(users):03d}",
+                "puzzle_id": f"cp-{rng.randrange(problems)}", "correct": rng.random() < 0.65, "attempted_at": stamp}
+        if mode == "blitz":
+            data |= {"seconds": round(rng.uniform(2, 40), 2), "seconds_after_first_move": round(rng.uniform(0, 10), 2)}
+        out.append(orjson.dumps({"specversion": "1.0", "id": f"ct-{i}", "source": source, "type": "puzzle.attempted",
+                                 "time": stamp, "data": data}))
+    return out

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from worker.changes import change_record, message_cause
-from worker.ratings import chesskite, csr, fairplay, fide, imports, tsr, uscf
+from worker.ratings import chesskite, chesstempo, csr, fairplay, fide, imports, tsr, uscf
 from worker.ratings.inputs import GameSide, Message
 from worker.ratings.state import Outcome, RatingState, StateKey
-from worker.store.base import ChangeRecord, HistoryQuery, ProcessedMessage, StateStore
+from worker.store.base import ChangeRecord, HistoryQuery, ProcessedMessage, RatingsQuery, StateStore
 
 
 class BatchHooks(Protocol):
@@ -47,6 +47,12 @@ class RatingSystem(Protocol):
 
     def with_history(self, payload, games: tuple[GameSide, ...]): ...
 
+    def published(self, key: StateKey) -> bool: ...
+
+    def context(self, payload, states: Mapping[StateKey, RatingState]) -> tuple[str, str, float] | None: ...
+
+    def with_context(self, payload, ratings: Mapping[str, float]): ...
+
 
 @dataclass(frozen=True)
 class Adapter:
@@ -56,7 +62,11 @@ class Adapter:
     states needed only when some of `state_keys` are not stored yet; `shown_rating` is the rating that
     `rating.changed` publishes (None for a FIDE rating that is not listed). A message that needs the
     games of the past (a fair-play closure) names them with `history`; the engine reads them through
-    the store, adds those of the batch so far, and hands them to `rate` by `with_history`.
+    the store, adds those of the batch so far, and hands them to `rate` by `with_history`. Likewise a
+    message that needs the ratings of a whole category at that moment (Chess Tempo's daily top group)
+    asks with `context` (system, category, RD at most), given the states as they are; the engine lays
+    the batch's changes over the store's answer and hands it over by `with_context`. `published` says
+    which changed states are published as `rating.changed` (the others are the system's own records).
     """
 
     players: Callable[[Any], list[str]]
@@ -67,6 +77,10 @@ class Adapter:
     shown_rating: Callable[[RatingState], float | None] = operator.attrgetter("rating")
     history: Callable[[Any], HistoryQuery | None] = lambda payload: None
     with_history: Callable[[Any, tuple[GameSide, ...]], Any] = lambda payload, games: payload
+    published: Callable[[StateKey], bool] = lambda key: True
+    context: Callable[[Any, Mapping[StateKey, RatingState]], tuple[str, str, float] | None] = (
+        lambda payload, states: None)
+    with_context: Callable[[Any, Mapping[str, float]], Any] = lambda payload, ratings: payload
 
 
 _rating = operator.attrgetter("rating")
@@ -86,6 +100,10 @@ REGISTRY: dict[str, RatingSystem] = {
     "event.finished/fide": Adapter(fide.players, fide.state_keys, fide.rate_event, shown_rating=fide.listed_rating),
     "puzzle.attempted/chesskite": Adapter(chesskite.players, chesskite.state_keys, chesskite.rate_attempt,
                                           cause_time=operator.attrgetter("attempted_at")),
+    "puzzle.attempted/chesstempo": Adapter(chesstempo.lock_ids, chesstempo.engine_state_keys,
+                                           chesstempo.rate_attempt_in_day, cause_time=operator.attrgetter("attempted_at"),
+                                           published=chesstempo.is_published, context=chesstempo.top_group_query,
+                                           with_context=chesstempo.with_established),
     **{f"rating.imported/{system}": Adapter(imports.players, imports.state_keys, imports.rate_import,
                                             cause_time=operator.attrgetter("imported_at"),
                                             shown_rating=fide.listed_rating if system == "fide" else _rating)
@@ -235,10 +253,12 @@ class _Computation:
     def __init__(
         self, working: dict[StateKey, RatingState], done: set[tuple[str, str]], closed: Mapping[str, float],
         history: Mapping[int, list[GameSide]] | None = None, queries: Mapping[int, HistoryQuery] | None = None,
+        answers: Mapping[RatingsQuery, dict[str, float]] | None = None,
     ):
         self.working, self.done = working, done
         self.closed = dict(closed)  # grows when a message of the batch closes an account
         self.history, self.queries = history or {}, queries or {}
+        self.answers = answers or {}
         self.result = BatchResult()
         self.changed: dict[StateKey, RatingState] = {}
         self.processed: list[ProcessedMessage] = []
@@ -253,6 +273,17 @@ class _Computation:
             and query.since <= r.changed_at <= query.until
         )
 
+    def _ratings_now(self, query: RatingsQuery) -> dict[str, float]:
+        """The store's answer (read before the batch) with the batch's changes so far laid over it."""
+        ratings = dict(self.answers[query])
+        for key, st in self.working.items():
+            if key.system == query.system and key.category == query.category:
+                if st.rd is not None and st.rd <= query.rd_at_most:
+                    ratings[key.player_id] = st.rating
+                else:
+                    ratings.pop(key.player_id, None)
+        return ratings
+
     def apply(self, message: Message, system: RatingSystem, index: int) -> None:
         result = self.result
         ident = (message.source, message.id)
@@ -265,6 +296,9 @@ class _Computation:
         if query is not None:
             payload = system.with_history(payload, tuple(self.history.get(index, ())) + self._games_so_far(query))
         try:
+            wanted = system.context(payload, self.working)
+            if wanted is not None:
+                payload = system.with_context(payload, self._ratings_now(RatingsQuery(*wanted)))
             outcome = system.rate(payload, self.working, self.closed)
         except Exception as exc:  # noqa: BLE001 - one message's bug must not stop every partition
             result.failed.append((len(result.outcomes), f"{type(exc).__name__}: {exc}"))
@@ -281,7 +315,8 @@ class _Computation:
             for ch in outcome.changes:
                 self.working[ch.key] = ch.after
                 self.changed[ch.key] = ch.after
-                result.records.append(change_record(message, ch, at, cause, system.shown_rating))
+                if system.published(ch.key):
+                    result.records.append(change_record(message, ch, at, cause, system.shown_rating))
         status = "applied" if outcome.rated else "unrated"
         result.outcomes.append(status)
         result.unrated_reasons.append(outcome.unrated_reason)
@@ -295,9 +330,10 @@ def compute(
     messages: Sequence[Message], systems: Sequence[RatingSystem], working: dict[StateKey, RatingState],
     done: set[tuple[str, str]], closed: Mapping[str, float],
     history: Mapping[int, list[GameSide]] | None = None, queries: Mapping[int, HistoryQuery] | None = None,
+    answers: Mapping[RatingsQuery, dict[str, float]] | None = None,
 ) -> Computed:
     """The pure part of a batch: messages in order against `working` (updated in place) and `done`."""
-    c = _Computation(working, done, closed, history, queries)
+    c = _Computation(working, done, closed, history, queries, answers)
     for i, (message, system) in enumerate(zip(messages, systems, strict=True)):
         c.apply(message, system, i)
     return c.computed()
@@ -315,6 +351,16 @@ async def compute_yielding(
         if i % every == every - 1:
             await asyncio.sleep(0)
     return c.computed()
+
+
+def _contexts(messages: Sequence[Message], needs: _Needs, states: Mapping[StateKey, RatingState]) -> set[RatingsQuery]:
+    """The category-wide reads the batch's messages ask for, given these states (see Adapter)."""
+    return {RatingsQuery(*q) for m, s in zip(messages, needs.systems, strict=True)
+            if (q := s.context(m.payload, states)) is not None}
+
+
+async def _answers(tx, queries: set[RatingsQuery]) -> dict[RatingsQuery, dict[str, float]]:
+    return {q: await tx.ratings_at_most(q) for q in queries}
 
 
 async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Sequence[Plan]) -> Plan | None:
@@ -338,6 +384,8 @@ async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Se
             if st is not None:
                 working[key] = st
         done.update(i for i in ((p.source, p.id) for p in plan.computed.processed) if i in ids)
+    if _contexts(messages, needs, working):
+        return None  # a category-wide read (rare: once a day) is made under the locks
     assumed = {k: working.get(k) for k in asked}
     assumed_done = frozenset(done)
     computed = await compute_yielding(messages, needs.systems, working, done, closed)
@@ -370,10 +418,12 @@ async def apply_batch(
                 computed.result.planned = True
             else:
                 working = await _load_more(tx, messages, needs, working, set(plan.states))
-                computed = compute(messages, needs.systems, working, done, closed)
+                answers = await _answers(tx, _contexts(messages, needs, working))
+                computed = compute(messages, needs.systems, working, done, closed, answers=answers)
         else:
             working, _ = await _load(tx, messages, needs)
-            computed = compute(messages, needs.systems, working, done, closed, history, needs.queries)
+            answers = await _answers(tx, _contexts(messages, needs, working))
+            computed = compute(messages, needs.systems, working, done, closed, history, needs.queries, answers)
         computed.result.row_ids = await tx.save(
             computed.changed, computed.result.records, computed.processed, computed.closures
         )

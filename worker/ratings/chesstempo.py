@@ -24,6 +24,7 @@ Every state the rules keep is a `RatingState` under a `StateKey`:
     the user's rating   StateKey(user, "chesstempo", mode)                            published
     the problem         StateKey("problem:" + puzzle_id, "chesstempo-problem", mode)  internal
     the repeat record   StateKey(user, "chesstempo-seen", mode + "/" + puzzle_id)     internal
+    the day's top group StateKey("top:" + YYYY-MM-DD, "chesstempo-top", mode)         internal
 
 * User: rating, rd, games (rated attempts), last_at (the last attempt, for RD growth); no volatility,
   peak or floor; `extra` is kept as it was.
@@ -52,7 +53,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
@@ -63,6 +65,7 @@ from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 SYSTEM = "chesstempo"
 PROBLEM_SYSTEM = "chesstempo-problem"  # internal: problems' ratings and blitz statistics
 SEEN_SYSTEM = "chesstempo-seen"  # internal: (user, mode, problem) repeat records
+TOP_SYSTEM = "chesstempo-top"  # internal: the top group's threshold of each UTC day and mode
 PROBLEM_PREFIX = "problem:"
 CATEGORIES = ("standard", "blitz")
 DAY = 86400.0
@@ -380,3 +383,69 @@ def rate_attempt(
             RatingChange(s_key, seen, seen_after, False, None),
         )
     )
+
+
+# --- the day's top group, as the engine drives it -------------------------------------------------
+#
+# RULES.md: "at the first attempt of each UTC day in that mode, take the n users with stored RD <= 110".
+# The threshold is kept as a state of its own, one per (day, mode), written by the day's first rated
+# attempt: later attempts of that day read it. Taking it needs every established user's rating, which
+# no per-key read gives: `top_group_query` asks the engine for them (the store's ratings with RD <=
+# 110, with the batch's own changes laid over them) only while the day's state does not exist yet,
+# and `with_established` attaches them to the attempt, so that rating stays a pure function.
+# An attempt of an earlier day that arrives after a later one takes its day's threshold then.
+
+
+def top_key(attempt: PuzzleAttempted) -> StateKey:
+    day = utc_day(attempt.attempted_at)
+    stamp = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(days=day)).strftime("%Y-%m-%d")
+    return StateKey("top:" + stamp, TOP_SYSTEM, category(attempt))
+
+
+def engine_state_keys(attempt: PuzzleAttempted) -> list[StateKey]:
+    """`state_keys` plus the day's top-group state."""
+    return [*state_keys(attempt), top_key(attempt)]
+
+
+def top_group_query(
+    attempt: PuzzleAttempted, states: Mapping[StateKey, RatingState], params: ChessTempoParams = PARAMS
+) -> tuple[str, str, float] | None:
+    """(system, category, RD at most) of the ratings the day's threshold needs, or None if it is kept."""
+    if top_key(attempt) in states:
+        return None
+    return SYSTEM, category(attempt), params.established_rd
+
+
+def with_established(attempt: PuzzleAttempted, ratings: Mapping[str, float]) -> PuzzleAttempted:
+    return replace(attempt, established=tuple(sorted(ratings.values())))
+
+
+def rate_attempt_in_day(
+    attempt: PuzzleAttempted,
+    states: Mapping[StateKey, RatingState],
+    closed: Mapping[str, float] = {},  # noqa: B006 - read-only
+    params: ChessTempoParams = PARAMS,
+) -> Outcome:
+    """`rate_attempt` with the threshold of the attempt's day: kept, or taken now (one more, internal change)."""
+    key = top_key(attempt)
+    kept = states.get(key)
+    if kept is not None:
+        return rate_attempt(attempt, states, closed, params, (kept.extra or {}).get("threshold"))
+    if attempt.established is None:
+        raise ValueError(f"Chess Tempo attempt on {attempt.puzzle_id}: the established ratings were not attached")
+    threshold = top_threshold(attempt.established, params)
+    outcome = rate_attempt(attempt, states, closed, params, threshold)
+    if not outcome.rated:
+        return outcome  # unrated: nothing changes, not even the day's state
+    day = RatingState(
+        0.0 if threshold is None else threshold, None, None, 0, None, attempt.attempted_at, 1,
+        {"threshold": threshold, "established": len(attempt.established)},
+    )
+    return outcome._replace(changes=(*outcome.changes, RatingChange(key, RatingState(0.0), day, False, None)))
+
+
+def lock_ids(attempt: PuzzleAttempted) -> list[str]:
+    """Whose rows a batch locks: the user, the problem (one row that every user's attempt updates:
+    without its lock two workers could both update it from the same stored value) and the day's
+    top-group state (written once, by the day's first rated attempt)."""
+    return [attempt.player_id, PROBLEM_PREFIX + attempt.puzzle_id, top_key(attempt).player_id]

@@ -90,6 +90,9 @@ class PuzzleAttempted:
     seconds_after_first_move: float | None = None
     challenge: bool = False
     puzzle_rating: float | None = None
+    # Chess Tempo: attached by the engine at the first rated attempt of a UTC day in a mode: the
+    # ratings of the mode's established users at that moment, from which the day's top group is taken.
+    established: tuple[float, ...] | None = None
 
 
 class GameSide(NamedTuple):

@@ -8,7 +8,8 @@ drives either through exactly these calls, in this order, inside `store.transact
     -> (pure engine) -> save(states, records, processed, closures)
 
 A batch with a fair-play closure also reads the games the account played (`games_with`), once before
-its locks (to know whom to lock) and once under them.
+its locks (to know whom to lock) and once under them; the first Chess Tempo attempt of a day reads
+the established ratings of its mode (`ratings_at_most`), under the locks.
 """
 
 from __future__ import annotations
@@ -64,6 +65,14 @@ class HistoryQuery(NamedTuple):
     until: float
 
 
+class RatingsQuery(NamedTuple):
+    """The stored ratings of one system and category whose RD is at most `rd_at_most`."""
+
+    system: str
+    category: str
+    rd_at_most: float
+
+
 class StoreTx(Protocol):
     async def lock_players(self, player_ids: Sequence[str]) -> None:
         """Lock every player's rows, in the given (sorted) order, until the transaction ends."""
@@ -79,6 +88,9 @@ class StoreTx(Protocol):
 
     async def games_with(self, query: HistoryQuery) -> list[GameSide]:
         """The history rows of every participant of the causes that match `query` (see HistoryQuery)."""
+
+    async def ratings_at_most(self, query: RatingsQuery) -> dict[str, float]:
+        """player_id -> rating of the stored states that match `query` (see RatingsQuery)."""
 
     async def save(
         self,

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
-from worker.store.base import ChangeRecord, HistoryQuery, Unpublished
+from worker.store.base import ChangeRecord, HistoryQuery, RatingsQuery, Unpublished
 
 
 class _MemoryTx:
@@ -39,6 +39,13 @@ class _MemoryTx:
             for r in history
             if r.key.system == query.system and (r.cause_source, r.cause_id) in causes
         ]
+
+    async def ratings_at_most(self, query: RatingsQuery) -> dict[str, float]:
+        return {
+            k.player_id: st.rating for k, st in self._store.states.items()
+            if k.system == query.system and k.category == query.category
+            and st.rd is not None and st.rd <= query.rd_at_most
+        }
 
     async def save(self, states, records, processed, closures) -> list[int]:
         # Applied only when the transaction ends normally, like a commit.

@@ -31,7 +31,7 @@ import orjson
 
 from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
-from worker.store.base import ChangeRecord, HistoryQuery, ProcessedMessage, Unpublished
+from worker.store.base import ChangeRecord, HistoryQuery, ProcessedMessage, RatingsQuery, Unpublished
 from worker.store.queries import QUERIES
 
 FAIR_PLAY = "fair_play"
@@ -122,6 +122,10 @@ class PostgresTx:
             QUERIES["games_with"], query.player_id, query.system, query.cause_type, query.since, query.until
         )
         return [GameSide(*row) for row in rows]
+
+    async def ratings_at_most(self, query: RatingsQuery) -> dict[str, float]:
+        rows = await self._conn.fetch(QUERIES["ratings_at_most"], query.system, query.category, query.rd_at_most)
+        return dict(rows)
 
     async def save(
         self,

@@ -80,6 +80,11 @@ WHERE x.player_id = $1 AND x.system = $2 AND x.cause_type = $3
   AND x.changed_at BETWEEN to_timestamp($4::float8) AND to_timestamp($5::float8)
 ORDER BY o.id;
 
+-- name: ratings_at_most
+-- $1 system, $2 category, $3 RD: player_id, rating of the ratings with RD at most $3 (Chess Tempo's
+-- top group, once per UTC day and mode; a scan of the system's ratings in that category).
+SELECT player_id, rating FROM ratings WHERE system = $1 AND category = $2 AND rd <= $3::float8;
+
 -- name: save
 -- Everything a batch writes, in one statement (one round trip): every data-modifying WITH runs
 -- once and to completion whether or not the final SELECT reads it. Each group is one jsonb array
