@@ -15,6 +15,7 @@ from tests.streams import fide_events, puzzle_attempts
 from worker.ratings.state import RatingState, StateKey
 from worker.replay import replay
 from worker.store.memory import MemoryStore
+from worker.store.postgres import history_payloads
 
 
 def assert_same(stored: dict, memory: MemoryStore) -> None:
@@ -64,7 +65,14 @@ async def test_fide_tournaments_over_months_equal_replay(database_url, broker, t
         assert await wait_processed(database_url, 12) == 12
     memory = MemoryStore()
     memory.states.update(before)
-    await replay(values, io.BytesIO(), store=memory)
+    out = io.BytesIO()
+    await replay(values, out, store=memory)
     stored = await stored_ratings(database_url)
     assert_same(stored, memory)
     assert max(r["version"] for r in stored.values()) > 2  # periods closed and events rated
+    # The history's columns give back replay's rating.changed bytes (unlisted ratings as null included).
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert sorted(await history_payloads(conn)) == sorted(out.getvalue().splitlines())
+    finally:
+        await conn.close()

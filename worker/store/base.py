@@ -36,7 +36,14 @@ class ChangeRecord(NamedTuple):
     cause_id: str
     cause_ref: str | None
     changed_at: float  # epoch seconds of the cause
-    payload: bytes  # the encoded CloudEvent (orjson), published as is
+    payload: bytes  # the encoded CloudEvent (orjson), published as is; rebuilt from the rest by
+    #                 worker.changes.encode_change
+    before: tuple[float | None, float | None, float | None] = (None, None, None)  # shown rating, rd, volatility
+    after: tuple[float | None, float | None, float | None] = (None, None, None)
+    provisional: bool = False
+    floor: float | None = None
+    games: int = 0
+    time: str = ""  # the cause's time as the message gave it (`changed_at` in rating.changed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,8 @@ deletes the batch's rows from the narrow `outbox` table (the wide history rows a
 never updated).
 
 A batch travels as one jsonb parameter per group of rows (JSON arrays written by orjson through the
-connection's jsonb codec) expanded by jsonb_array_elements() on the server; payloads as one bytea.
+connection's jsonb codec) expanded by jsonb_array_elements() on the server. History rows keep a
+change's values as columns; the outbox relay rebuilds the rating.changed bytes from them.
 See the header of `sql/queries.sql` for why (and the measurements). The SQL is all there.
 """
 
@@ -29,6 +30,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from worker.changes import encode_change
 from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
 from worker.store.base import ChangeRecord, HistoryQuery, ProcessedMessage, RatingsQuery, Unpublished
@@ -141,16 +143,12 @@ class PostgresTx:
             (k[0], k[1], k[2], v.rating, v.rd, v.volatility, v.games, v.peak, v.last_at, v.version, v.extra)
             for k, v in states.items()
         ]
-        change_rows = []
-        offset = 0
-        for r in records:
-            k = r.key
-            size = len(r.payload)
-            change_rows.append(
-                (r.event_id, k[0], k[1], k[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
-                 r.cause_id, r.cause_ref, r.changed_at, offset, size)
-            )  # fmt: skip
-            offset += size
+        change_rows = [
+            (r.event_id, k[0], k[1], k[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
+             r.cause_id, r.cause_ref, r.changed_at, *r.before, *r.after, r.provisional, r.floor, r.games, r.time)
+            for r in records
+            for k in (r.key,)
+        ]  # fmt: skip
         _check_finite(states, records, closures)
         rows = await self._conn.fetch(
             QUERIES["save"],
@@ -158,7 +156,6 @@ class PostgresTx:
             [(m.source, m.id, m.type, m.outcome) for m in processed],
             list(closures.items()),
             change_rows,
-            b"".join([r.payload for r in records]),
         )
         if not records:
             return []
@@ -183,6 +180,25 @@ class PostgresTx:
                 raise ValueError(
                     f"change {r.event_id} for player {r.key[0]!r}, not locked in this transaction"
                 )
+
+
+async def history_payloads(conn: asyncpg.Connection) -> list[bytes]:
+    """The rating.changed bytes of every history row, in order (for checks and audits)."""
+    return [payload_of(r) for r in await conn.fetch(QUERIES["history_rows"])]
+
+
+def payload_of(row: asyncpg.Record) -> bytes:
+    """The rating.changed bytes of a history row: stored (before migration 0003) or rebuilt from its
+    columns, byte for byte as first published."""
+    if row["payload"] is not None:
+        return bytes(row["payload"])
+    return encode_change(ChangeRecord(
+        row["event_id"], StateKey(row["player_id"], row["system"], row["category"]), row["version"], row["rating"],
+        row["delta"], row["cause_type"], row["cause_source"], row["cause_id"], row["cause_ref"], row["changed_at"],
+        b"", (row["before_rating"], row["before_rd"], row["before_volatility"]),
+        (row["after_rating"], row["after_rd"], row["after_volatility"]), row["provisional"], row["floor"],
+        row["games"], row["cause_time"],
+    ))
 
 
 def _check_finite(
@@ -252,7 +268,7 @@ class PostgresStore:
 
     async def unpublished(self, limit: int, older_than_seconds: float) -> list[Unpublished]:
         rows = await self._pool.fetch(QUERIES["unpublished"], limit, float(older_than_seconds))
-        return [Unpublished(row_id, player_id, payload) for row_id, player_id, payload in rows]
+        return [Unpublished(r[0], r["player_id"], payload_of(r)) for r in rows]
 
     async def outbox_backlog(self) -> int:
         """How many history rows are not published yet (the outbox's size), for a gauge."""

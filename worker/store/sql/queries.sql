@@ -96,8 +96,10 @@ SELECT player_id, rating FROM ratings WHERE system = $1 AND category = $2 AND rd
 --   $3 closures   [player_id, closed_at (epoch seconds)]          (fair play)
 --   $4 changes    [event_id, player_id, system, category, version, rating, delta, cause_type,
 --                  cause_source, cause_id, cause_ref, changed_at (epoch seconds),
---                  payload offset, payload length]
---   $5 payloads   bytea: every change's payload, concatenated in the order of $4
+--                  before_rating, before_rd, before_volatility, after_rating, after_rd,
+--                  after_volatility, provisional, floor, games, cause_time]
+-- The rating.changed bytes are not stored: the columns are (migration 0003), and
+-- worker.changes.encode_change rebuilds the bytes from them for the relay.
 -- Every history row also gets its outbox row (same statement, same transaction): unpublished until
 -- mark_published deletes it.
 -- Returns (id, event_id) of the history rows; event ids are unique, the caller maps them back to
@@ -142,10 +144,12 @@ closures AS (
 changes AS (
     INSERT INTO rating_changes
         (event_id, player_id, system, category, version, rating, delta, cause_type, cause_source,
-         cause_id, cause_ref, changed_at, payload)
+         cause_id, cause_ref, changed_at, before_rating, before_rd, before_volatility, after_rating,
+         after_rd, after_volatility, provisional, floor, games, cause_time)
     SELECT e->>0, e->>1, e->>2, e->>3, (e->>4)::int4, (e->>5)::float8, (e->>6)::float8,
            e->>7, e->>8, e->>9, e->>10, to_timestamp((e->>11)::float8),
-           substring($5::bytea FROM (e->>12)::int4 + 1 FOR (e->>13)::int4)
+           (e->>12)::float8, (e->>13)::float8, (e->>14)::float8, (e->>15)::float8, (e->>16)::float8,
+           (e->>17)::float8, (e->>18)::bool, (e->>19)::float8, (e->>20)::int4, e->>21
     FROM jsonb_array_elements($4::jsonb) AS e
     RETURNING id, event_id
 ),
@@ -170,13 +174,28 @@ SELECT id, event_id FROM changes;
 DELETE FROM outbox WHERE change_id = ANY($1::int8[]);
 
 -- name: unpublished
--- $1 limit, $2 minimum age in seconds: history rows still in the outbox, oldest first.
-SELECT r.id, r.player_id, r.payload
+-- $1 limit, $2 minimum age in seconds: history rows still in the outbox, oldest first, with what
+-- rebuilds their rating.changed (payload: rows written before migration 0003).
+SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version, r.rating, r.delta,
+       r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
+       extract(epoch FROM r.changed_at)::float8 AS changed_at,
+       r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time
 FROM outbox AS o
 JOIN rating_changes AS r ON r.id = o.change_id
 WHERE o.created_at <= now() - make_interval(secs => $2::float8)
 ORDER BY o.change_id
 LIMIT $1;
+
+-- name: history_rows
+-- Every history row, in order, with what rebuilds its rating.changed (as `unpublished` returns them).
+SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version, r.rating, r.delta,
+       r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
+       extract(epoch FROM r.changed_at)::float8 AS changed_at,
+       r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time
+FROM rating_changes AS r
+ORDER BY r.id;
 
 -- name: outbox_backlog
 -- History rows not yet published (the outbox is small: a count is cheap).
@@ -240,9 +259,12 @@ SELECT player_id, closed_reason, closed_at FROM players WHERE player_id = $1;
 -- published: each system's own rule, computed once by the engine).
 SELECT r.system, r.category, r.rating, r.rd, r.volatility, r.games, r.peak, r.version,
        to_timestamp(r.last_at) AS last_at,
-       convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'provisional' AS provisional,
-       convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'floor' AS floor,
-       convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'after' -> 'rating' AS shown
+       coalesce(to_jsonb(c.provisional),
+                convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'provisional') AS provisional,
+       CASE WHEN c.payload IS NULL THEN to_jsonb(c.floor)
+            ELSE convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'floor' END AS floor,
+       CASE WHEN c.payload IS NULL THEN to_jsonb(c.after_rating)
+            ELSE convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'after' -> 'rating' END AS shown
 FROM ratings AS r
 LEFT JOIN rating_changes AS c
   ON c.player_id = r.player_id AND c.system = r.system AND c.category = r.category
