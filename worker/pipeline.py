@@ -136,6 +136,7 @@ class _FinishBatchesBeforeRevoke(ConsumerRebalanceListener):
             await self._pipeline.drain()
         except BaseException as exc:  # noqa: BLE001 - handed to the pipeline, which re-raises it
             self._pipeline.halt(exc)
+        self._pipeline.forget_lag(revoked)
 
     async def on_partitions_assigned(self, assigned) -> None:
         pass
@@ -538,6 +539,14 @@ class Pipeline:
                 log(logger, logging.WARNING, "relay failed, will retry", error=repr(exc))
             min_age = self.config.relay_min_age_s
             await self._sleep(self.config.relay_interval_s)
+
+    def forget_lag(self, partitions) -> None:
+        """Partitions taken away are another worker's to report: drop their lag series."""
+        for tp in partitions:
+            try:
+                self.metrics.consumer_lag.remove(tp.topic, str(tp.partition))
+            except KeyError:
+                pass
 
     async def _lag_loop(self) -> None:
         while not self._stopping.is_set():
