@@ -1,0 +1,154 @@
+"""`./dev bench naive|scale|mixed|horizontal`: the figures of the Performance section beyond one stream.
+
+naive       the batch design against the naive one (one transaction per message: BATCH_SIZE=1,
+            MAX_INFLIGHT_BATCHES=1), same games, same run
+scale       throughput with 1,000 players in the database, then with 1,000,000 (games among all of
+            them: almost every game reads rows that are not cached)
+mixed       each message type alone (CSR games, TSR events, US Chess events, ChessKite and Chess
+            Tempo attempts), then all of them mixed in one stream
+horizontal  1, 2 and 4 worker processes in one consumer group on 6 partitions, one PostgreSQL
+
+Every figure is end to end (consume, validate, dedupe, lock, rate, write, commit, publish, commit
+offsets), from the first processed message to the last, with PostgreSQL committing durably. Sizes
+follow BENCH_GAMES (default 50,000) and BENCH_PLAYERS (2,000); BENCH_SCALE_PLAYERS sets the large
+population (1,000,000). A progress line is printed while each figure runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import asyncpg
+
+from bench.pipeline import GAMES, PLAYERS, _env, _fresh_db, _produce_any, _worker, throughput
+from tests.streams import chesstempo_attempts, games, puzzle_attempts, turbo_events, uscf_events
+from worker import devservices
+
+
+async def naive(pg, broker, log: Path) -> None:
+    n = min(GAMES, 20000)
+    values = games(n, PLAYERS, seed=21)
+    batched = await throughput(pg, broker, log, batch_size=5000, values=values, tag="naive-batched")
+    one_by_one = await throughput(pg, broker, log, batch_size=1, values=values, tag="naive-single",
+                                  max_inflight_batches=1)
+    print(f"naive: {batched:,.0f} games/s in batches of 5,000 against {one_by_one:,.0f} games/s with one "
+          f"transaction per message ({batched / one_by_one:.1f}x), {n:,} games", flush=True)
+
+
+async def _prefill(url: str, players: int) -> None:
+    """`players` players with a CSR blitz rating each, named as tests.streams.games names them."""
+    conn = await asyncpg.connect(url)
+    try:
+        name = "'p' || CASE WHEN g < 1000 THEN lpad(g::text, 3, '0') ELSE g::text END"
+        await conn.execute(f"""
+            INSERT INTO players (player_id) SELECT {name} FROM generate_series(0, {players - 1}) AS g;
+            INSERT INTO ratings (player_id, system, category, rating, rd, volatility, games, last_at, version)
+            SELECT {name}, 'csr', 'blitz', 1200 + (g::int8 * 7919 % 1000), 60 + g % 200, 0.06, 30,
+                   extract(epoch FROM timestamptz '2025-12-01'), 30
+            FROM generate_series(0, {players - 1}) AS g;
+        """)
+        for table in ("players", "ratings"):
+            await conn.execute(f"VACUUM ANALYZE {table}")
+    finally:
+        await conn.close()
+
+
+async def scale(pg, broker, log: Path) -> None:
+    big = int(os.environ.get("BENCH_SCALE_PLAYERS", "1000000"))
+    results = {}
+    for players in (1000, big):
+        tag = f"scale{players}"
+        url = await _fresh_db(pg, f"bench_{tag}")
+        started = time.perf_counter()
+        await _prefill(url, players)
+        print(f"  scale: {players:,} players written in {time.perf_counter() - started:.0f} s", flush=True)
+        values = games(GAMES, players, seed=22, speeds=False)  # blitz only: every game reads stored ratings
+        results[players] = await throughput(pg, broker, log, values=values, tag=tag, url=url)
+    small, large = results[1000], results[big]
+    print(f"scale: {small:,.0f} games/s with 1,000 players, {large:,.0f} with {big:,} "
+          f"({(large - small) / small:+.0%}), {GAMES:,} games each", flush=True)
+
+
+def _mixed_streams() -> dict[str, list[bytes]]:
+    n = GAMES // 5
+    return {
+        "CSR games": games(n, PLAYERS, seed=23),
+        "TSR events (8 players)": turbo_events(n // 8, PLAYERS, seed=24),
+        "US Chess events (6 players, 4 rounds)": uscf_events(n // 12, PLAYERS, seed=25),
+        "ChessKite attempts": puzzle_attempts(n, PLAYERS, seed=26),
+        "Chess Tempo attempts": chesstempo_attempts(n, PLAYERS, 500, seed=27),
+    }
+
+
+async def mixed(pg, broker, log: Path) -> None:
+    streams = _mixed_streams()
+    for i, (what, values) in enumerate(streams.items()):
+        rate = await throughput(pg, broker, log, values=values, tag=f"mixed{i}")
+        print(f"mixed: {what}: {rate:,.0f} messages/s alone ({len(values):,})", flush=True)
+    everything = [v for values in streams.values() for v in values]
+    random.Random(28).shuffle(everything)
+    rate = await throughput(pg, broker, log, values=everything, tag="mixed-all")
+    print(f"mixed: all five types in one stream: {rate:,.0f} messages/s ({len(everything):,})", flush=True)
+
+
+async def horizontal(pg, broker, log: Path) -> None:
+    values = games(GAMES, PLAYERS, seed=29)
+    for workers in (1, 2, 4):
+        tag = f"horizontal{workers}"
+        url = await _fresh_db(pg, f"bench_{tag}")
+        await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 6, f"out-{tag}": 6, f"dlq-{tag}": 1})
+        await _produce_any(broker.bootstrap_servers, f"in-{tag}", values)
+        env = _env(url, broker.bootstrap_servers, tag, batch_size=5000, db_pool_size=5, max_inflight_batches=3,
+                   kafka_session_timeout_ms=6000, kafka_heartbeat_interval_ms=500)
+        procs = [_worker(env, log) for _ in range(workers)]
+        try:
+            rate = await _until_processed(url, len(values), procs, f"horizontal {workers}")
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            for p in procs:
+                p.wait(60)
+        print(f"horizontal: {workers} worker process(es), 6 partitions: {rate:,.0f} games/s", flush=True)
+
+
+async def _until_processed(url: str, total: int, procs, label: str) -> float:
+    conn = await asyncpg.connect(url)
+    first = n_first = None
+    last_print = 0.0
+    try:
+        while True:
+            n = await conn.fetchval("SELECT count(*) FROM processed_messages")
+            now = time.perf_counter()
+            if n and first is None:
+                first, n_first = now, n
+            if now - last_print > 2:
+                print(f"  {label}: {n}/{total} processed", flush=True)
+                last_print = now
+            if n >= total:
+                return (total - n_first) / (now - first)
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"a worker exited, see {procs[0].args} log")
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
+
+
+async def main(what: str) -> None:
+    pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
+          else devservices.start_postgres(settings={"fsync": "on", "full_page_writes": "on",
+                                                    "synchronous_commit": "on"}))
+    broker = devservices.broker_from_env_or_start()
+    log = Path(os.environ.get("BENCH_LOG", "/tmp/rw-bench-worker.log"))
+    print(f"worker logs: {log}", flush=True)
+    try:
+        for name, run in (("naive", naive), ("scale", scale), ("mixed", mixed), ("horizontal", horizontal)):
+            if what in (name, "suite"):
+                await run(pg, broker, log)
+    finally:
+        broker.stop()
+        pg.stop()
