@@ -4,6 +4,8 @@
     BENCH_IMPORTS=100000 ./dev bench imports     a quicker run
     BENCH_IMPORTS_BROKER=1 ./dev bench imports   also through the broker with one worker running
     BENCH_IMPORTS_AGAIN=1 ./dev bench imports    also the same file a second time (everything skipped)
+    BENCH_IMPORTS_RELAY=1 ./dev bench imports    also a worker started afterwards: its outbox relay publishing
+                                                 the imports' rating.changed, timed until the outbox is empty
 
 The file is generated first (not timed), as CSV. The command runs as a user runs it, in its own process
 (`python -m worker import FILE --database-url URL --batch-size BENCH_BATCH`, default 5000); the time is
@@ -61,7 +63,7 @@ def _systems(rows: list[dict]) -> str:
     return ", ".join(f"{s} {n * 100 / len(rows):.0f}%" for s, n in sorted(seen.items(), key=lambda x: -x[1]))
 
 
-async def database_mode(pg, path: Path, rows: list[dict]) -> None:
+async def database_mode(pg, path: Path, rows: list[dict]) -> str:
     url = await _fresh_db(pg, "bench_imports")
     elapsed, summary = _import(path, "--database-url", url, "--batch-size", str(BATCH))
     counts = await _counts(url)
@@ -74,6 +76,28 @@ async def database_mode(pg, path: Path, rows: list[dict]) -> None:
         assert await _counts(url) == counts
         print(f"imports: the same file again (all {COUNT:,} skipped as imported before): {elapsed:.1f} s, "
               f"{COUNT / elapsed:,.0f} rows/s", flush=True)
+    return url
+
+
+async def relay(broker, url: str, log: Path) -> None:
+    """A worker started on the imported database publishes the outbox (its relay, at start-up: every row)."""
+    tag = "imports_relay"
+    await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 1, f"out-{tag}": 3, f"dlq-{tag}": 1})
+    conn = await asyncpg.connect(url)
+    started = time.perf_counter()
+    worker = _worker(_env(url, broker.bootstrap_servers, tag), log)
+    try:
+        while await conn.fetchval("SELECT count(*) FROM outbox"):
+            if worker.poll() is not None:
+                raise RuntimeError(f"worker exited with {worker.returncode}, see {log}")
+            await asyncio.sleep(0.5)
+        elapsed = time.perf_counter() - started
+    finally:
+        await conn.close()
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(120)
+    print(f"imports: a worker started afterwards published the {COUNT:,} rating.changed from the outbox in "
+          f"{elapsed:.1f} s ({COUNT / elapsed:,.0f}/s, worker start-up included)", flush=True)
 
 
 async def broker_mode(pg, broker, path: Path, log: Path) -> None:
@@ -126,9 +150,12 @@ async def main() -> None:
         write_csv(path, rows)
         print(f"imports: generated {COUNT:,} lines ({path.stat().st_size / 1e6:.0f} MB of CSV) in "
               f"{time.perf_counter() - generated:.1f} s (not timed)", flush=True)
-        await database_mode(pg, path, rows)
-        if os.environ.get("BENCH_IMPORTS_BROKER"):
+        url = await database_mode(pg, path, rows)
+        if os.environ.get("BENCH_IMPORTS_RELAY") or os.environ.get("BENCH_IMPORTS_BROKER"):
             broker = devservices.broker_from_env_or_start()
+        if os.environ.get("BENCH_IMPORTS_RELAY"):
+            await relay(broker, url, tmp / "worker.log")
+        if os.environ.get("BENCH_IMPORTS_BROKER"):
             await broker_mode(pg, broker, path, tmp / "worker.log")
     finally:
         if broker is not None:
