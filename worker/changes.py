@@ -38,10 +38,10 @@ def _rating(state: RatingState) -> float:
 
 
 def change_record(
-    message: Message, change: RatingChange, cause_at: float, cause: dict | None = None,
+    message: Message, change: RatingChange, cause_at: float,
     shown_rating: Callable[[RatingState], float | None] = _rating,
 ) -> ChangeRecord:
-    """The history/outbox row of one change; `cause` may be passed in when a message has several changes.
+    """The history/outbox row of one change; its cause is the message (see `message_cause`).
 
     `shown_rating` is the rating published (the system's: None for a FIDE rating that is not listed);
     `delta` is always the difference of the stored ratings.
@@ -53,11 +53,12 @@ def change_record(
     shown_before = (shown_rating(before), before.rd, before.volatility)
     shown_after = (shown_rating(after), after.rd, after.volatility)
     delta = after.rating - before.rating
-    record = ChangeRecord(
+    payload = _encode(event_id, key, after.version, delta, message.type, message.source, message.id, message.ref,
+                      shown_before, shown_after, change.provisional, change.floor, after.games, message.time)
+    return ChangeRecord(
         event_id, key, after.version, after.rating, delta, message.type, message.source, message.id, message.ref,
-        cause_at, b"", shown_before, shown_after, change.provisional, change.floor, after.games, message.time,
+        cause_at, payload, shown_before, shown_after, change.provisional, change.floor, after.games, message.time,
     )
-    return record._replace(payload=encode_change(record))
 
 
 def encode_change(r: ChangeRecord) -> bytes:
@@ -67,30 +68,35 @@ def encode_change(r: ChangeRecord) -> bytes:
     outbox relay rebuilds the payload of a row left unpublished with this same function, so a change
     published twice is published as the same bytes.
     """
-    key = r.key
-    data = {
-        "player_id": key.player_id,
-        "system": key.system,
-        "category": key.category,
-        "before": {"rating": r.before[0], "rd": r.before[1], "volatility": r.before[2]},
-        "after": {"rating": r.after[0], "rd": r.after[1], "volatility": r.after[2]},
-        "delta": r.delta,
-        "provisional": r.provisional,
-        "floor": r.floor,
-        "games": r.games,
-        "version": r.version,
-        "cause": {"type": r.cause_type, "source": r.cause_source, "id": r.cause_id, "ref": r.cause_ref},
-        "changed_at": r.time,
-    }
+    return _encode(r.event_id, r.key, r.version, r.delta, r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
+                   r.before, r.after, r.provisional, r.floor, r.games, r.time)
+
+
+def _encode(event_id, key, version, delta, cause_type, cause_source, cause_id, cause_ref, before, after,
+            provisional, floor, games, time) -> bytes:
+    # Positional on purpose: built twice per rated game, where a record's _replace costs ~10 us.
     return orjson.dumps({
         "specversion": "1.0",
-        "id": r.event_id,
+        "id": event_id,
         "source": SOURCE,
         "type": "rating.changed",
         "subject": key.player_id,
-        "time": r.time,
+        "time": time,
         "datacontenttype": "application/json",
-        "data": data,
+        "data": {
+            "player_id": key.player_id,
+            "system": key.system,
+            "category": key.category,
+            "before": {"rating": before[0], "rd": before[1], "volatility": before[2]},
+            "after": {"rating": after[0], "rd": after[1], "volatility": after[2]},
+            "delta": delta,
+            "provisional": provisional,
+            "floor": floor,
+            "games": games,
+            "version": version,
+            "cause": {"type": cause_type, "source": cause_source, "id": cause_id, "ref": cause_ref},
+            "changed_at": time,
+        },
     })
 
 

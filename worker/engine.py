@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from worker.changes import change_record, message_cause
+from worker.changes import change_record
 from worker.ratings import chesskite, chesstempo, csr, fairplay, fide, imports, tsr, uscf
 from worker.ratings.inputs import GameSide, Message
 from worker.ratings.state import Outcome, RatingState, StateKey
@@ -311,12 +311,11 @@ class _Computation:
             self.closed[player_id] = self.closures[player_id] = closed_at
         if outcome.changes:
             at = system.cause_time(message.payload)
-            cause = message_cause(message)
             for ch in outcome.changes:
                 self.working[ch.key] = ch.after
                 self.changed[ch.key] = ch.after
                 if system.published(ch.key):
-                    result.records.append(change_record(message, ch, at, cause, system.shown_rating))
+                    result.records.append(change_record(message, ch, at, system.shown_rating))
         status = "applied" if outcome.rated else "unrated"
         result.outcomes.append(status)
         result.unrated_reasons.append(outcome.unrated_reason)
