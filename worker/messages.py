@@ -2,20 +2,36 @@
 
     decode(value) -> Message        or raises BadMessage(error_class, reason)
 
+Nothing else ever comes out of `decode`, whatever the bytes: no other exception, no hang (the work is
+linear in the size of the record, which is at most `max_bytes`), and a `Message` it returns carries only
+finite numbers within the ranges of the schemas.
+
 The steps, in order, each with its own `error_class` (the `error.class` header of the dead letter):
 
-    too_large         the record value is over the size limit (default 1 MiB)
-    invalid_utf8      not UTF-8
-    invalid_json      not JSON (or no value at all: a tombstone)
-    invalid_envelope  not a CloudEvents 1.0 envelope as in schemas/envelope.json
+    too_large         the record value is over the size limit (MAX_MESSAGE_BYTES, default 1 MiB)
+    invalid_utf8      not UTF-8 (also: lone surrogates)
+    invalid_json      not JSON (or no value at all: a tombstone), JSON nested deeper than 1,024 levels,
+                      or a number too large for a 64-bit float (1e400)
+    invalid_envelope  not a CloudEvents 1.0 envelope as in schemas/envelope.json, `time` not a real
+                      date and time, or before 1970; U+0000 in `id` or `source`
     unknown_type      `type` is not one of the input types
-    invalid_data      `data` breaks the JSON Schema of its type (schemas/<type>.json), or a time in it
-                      is not a real date and time
+    invalid_data      `data` breaks the JSON Schema of its type (schemas/<type>.json: types, ranges,
+                      lengths, e.g. ids at most 128 characters), a time in it is not a real date and time
+                      or is before 1970, or a string in it contains U+0000
     invalid_rule      a rule JSON Schema cannot express: a player meeting himself, a player listed
-                      twice in an event, a game of an event between players it does not list
+                      twice in an event, a game of an event between players it does not list, a time
+                      in `data` more than a day after the envelope's `time`
 
 `reason` is one sentence that starts with the field it is about, e.g.
-"data.result: must be one of '1-0', '0-1', '1/2-1/2' (got '2-0')".
+"data.result: must be one of '1-0', '0-1', '1/2-1/2' (got '2-0')"; it is short (under 400 characters),
+on one line and valid UTF-8: it travels in a Kafka header.
+
+Times. Every time the worker keeps (the envelope's `time`, finished_at, attempted_at, closed_at,
+imported_at, last_played_at) must be from 1970-01-01T00:00:00Z (MIN_TIME) to the end of 9999 (what a
+date can hold), and no time in `data` may be more than a day (MAX_AHEAD) after the envelope's own `time`.
+The worker never looks at the wall clock (a replay must give the same output), so "far in the future"
+can only mean: later than the message says it was sent. A day leaves room for skewed clocks between the
+game server and the emitter; a cause long *before* its envelope time is fine (late delivery, backfills).
 
 The schemas are compiled once, at import, with fastjsonschema (formats off: times are checked by the
 schemas' regex and then parsed here). Times become epoch seconds (float, UTC) in the payload, and the
@@ -53,7 +69,10 @@ __all__ = [
     "BadMessage",
     "ERROR_CLASSES",
     "INPUT_TYPES",
+    "MAX_AHEAD",
     "MAX_BYTES",
+    "MAX_DEPTH",
+    "MIN_TIME",
     "OUTPUT_TYPE",
     "SCHEMAS_DIR",
     "decode",
@@ -64,7 +83,10 @@ __all__ = [
 ]
 
 SCHEMAS_DIR = Path(__file__).parent / "schemas"
-MAX_BYTES = 1_048_576
+MAX_BYTES = 1_048_576  # the default of MAX_MESSAGE_BYTES (worker.config): the pipeline passes its own
+MAX_DEPTH = 1024  # the deepest JSON nesting orjson parses (its fixed limit): deeper is invalid_json
+MIN_TIME = 0.0  # 1970-01-01T00:00:00Z: no time in a message may be earlier
+MAX_AHEAD = 86_400.0  # seconds: no time in `data` may be more than this after the envelope's `time`
 INPUT_TYPES = ("game.finished", "event.finished", "puzzle.attempted", "account.closed", "rating.imported")
 OUTPUT_TYPE = "rating.changed"
 ERROR_CLASSES = (
@@ -194,11 +216,33 @@ def format_time(epoch: float) -> str:
         raise ValueError(f"time out of range: {epoch!r}") from None
 
 
+_MIN_TIME_TEXT = "1970-01-01T00:00:00Z"
+
+
 def _time(text: str, field: str) -> tuple[float, str]:
+    """A time of `data` (already shaped by the schema's regex) -> (epoch seconds, normalized text)."""
     try:
-        return _parse(text)
+        epoch, normalized = _parse(text)
     except ValueError as exc:
         raise BadMessage("invalid_data", f"{field}: {exc}") from None
+    if epoch < MIN_TIME:
+        raise BadMessage("invalid_data", f"{field}: must not be before {_MIN_TIME_TEXT} (got {normalized})")
+    return epoch, normalized
+
+
+def _not_ahead(epoch: float, text: str, field: str, envelope: str, envelope_text: str) -> None:
+    """A time of `data` may be at most MAX_AHEAD after the envelope's `time` (see the module docstring).
+
+    `envelope_text` is the envelope's time, normalized. A date up to the envelope's own date is always
+    within a day of it, and normalized dates compare as text: the parse is only for the rest.
+    """
+    if text[:10] <= envelope_text[:10]:
+        return
+    if epoch - _parse(envelope)[0] > MAX_AHEAD:
+        raise BadMessage(
+            "invalid_rule",
+            f"{field}: {text} is more than a day after the envelope's time ({envelope_text})",
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,7 +367,7 @@ def _schema_reason(exc: fastjsonschema.JsonSchemaValueException, root: str) -> s
 
 
 # ---------------------------------------------------------------------------------------------
-# Payload builders: validated `data` dict -> (payload, cause time text, ref)
+# Payload builders: validated `data` dict -> (payload, cause time, cause time text, ref)
 
 
 def _int(v: Any) -> int:
@@ -335,8 +379,13 @@ def _opt_int(v: Any) -> int | None:
     return None if v is None else _int(v)
 
 
+def _float(v: Any) -> float:
+    # + 0.0 turns -0.0 (which passes "minimum": 0) into 0.0: no negative zero reaches the rating rules.
+    return float(v) + 0.0
+
+
 def _opt_float(v: Any) -> float | None:
-    return None if v is None else float(v)
+    return None if v is None else float(v) + 0.0
 
 
 def _positional_constructor(cls):
@@ -364,7 +413,7 @@ _new_message = _positional_constructor(Message)
 _TIME_CONTROLS: dict[tuple, TimeControl] = {}
 
 
-def _game(d: dict) -> tuple[GameFinished, str, str]:
+def _game(d: dict) -> tuple[GameFinished, float, str, str]:
     tc = d["time_control"]
     days = tc.get("days_per_move")
     key = (days,) if days is not None else (tc["base_seconds"], tc["increment_seconds"])
@@ -398,12 +447,13 @@ def _game(d: dict) -> tuple[GameFinished, str, str]:
             white.get("guest", False),
             black.get("guest", False),
         ),
+        finished_at,
         text,
         game_id,
     )
 
 
-def _event(d: dict) -> tuple[EventFinished, str, str]:
+def _event(d: dict) -> tuple[EventFinished, float, str, str]:
     finished_at, text = _time(d["finished_at"], "data.finished_at")
     kind = d["kind"]
     listed: set[str] = set()
@@ -420,7 +470,7 @@ def _event(d: dict) -> tuple[EventFinished, str, str]:
             players.append(
                 TurboPlayer(
                     pid,
-                    float(p["agreement"]),
+                    _float(p["agreement"]),
                     _int(p["votes"]),
                     TeamGames(_int(tg["won"]), _int(tg["drawn"]), _int(tg["lost"])),
                     _int(p.get("top_ups", 0)),
@@ -453,16 +503,17 @@ def _event(d: dict) -> tuple[EventFinished, str, str]:
             tuple(players),
             tuple(games),
             d.get("format"),
-            None if tc is None else float(tc["base_minutes"]),
+            None if tc is None else _float(tc["base_minutes"]),
             None if tc is None else _int(tc["increment_seconds"]),
             d.get("rating_type"),
         ),
+        finished_at,
         text,
         competition_id,
     )
 
 
-def _puzzle(d: dict) -> tuple[PuzzleAttempted, str, str]:
+def _puzzle(d: dict) -> tuple[PuzzleAttempted, float, str, str]:
     attempted_at, text = _time(d["attempted_at"], "data.attempted_at")
     puzzle_id = d["puzzle_id"]
     return (
@@ -478,17 +529,18 @@ def _puzzle(d: dict) -> tuple[PuzzleAttempted, str, str]:
             d.get("challenge", False),
             _opt_float(d.get("puzzle_rating")),
         ),
+        attempted_at,
         text,
         puzzle_id,
     )
 
 
-def _closed(d: dict) -> tuple[AccountClosed, str, None]:
+def _closed(d: dict) -> tuple[AccountClosed, float, str, None]:
     closed_at, text = _time(d["closed_at"], "data.closed_at")
-    return AccountClosed(d["player_id"], d["reason"], closed_at), text, None
+    return AccountClosed(d["player_id"], d["reason"], closed_at), closed_at, text, None
 
 
-def _imported(d: dict) -> tuple[RatingImported, str, None]:
+def _imported(d: dict) -> tuple[RatingImported, float, str, None]:
     imported_at, text = _time(d["imported_at"], "data.imported_at")
     last = d.get("last_played_at")
     last_played_at = None if last is None else _time(last, "data.last_played_at")[0]
@@ -497,7 +549,7 @@ def _imported(d: dict) -> tuple[RatingImported, str, None]:
             d["player_id"],
             d["system"],
             d["category"],
-            float(d["rating"]),
+            _float(d["rating"]),
             imported_at,
             rd=_opt_float(d.get("rd")),
             volatility=_opt_float(d.get("volatility")),
@@ -510,6 +562,7 @@ def _imported(d: dict) -> tuple[RatingImported, str, None]:
             birth_year=_opt_int(d.get("birth_year")),
             last_played_at=last_played_at,
         ),
+        imported_at,
         text,
         None,
     )
@@ -538,28 +591,51 @@ def _not_json(value: Any, exc: Exception) -> BadMessage:
             return BadMessage(
                 "invalid_utf8", f"record value: invalid UTF-8 at byte {err.start} ({err.reason})"
             )
-    return BadMessage("invalid_json", f"record value: invalid JSON ({exc})")
+    text = str(exc)
+    where = text[text.find(": line ") + 2 :] if ": line " in text else ""
+    if text.startswith("depth limit exceeded"):
+        return BadMessage("invalid_json", f"record value: JSON nested deeper than {MAX_DEPTH} levels, at {where}")
+    if text.startswith("number is infinity"):
+        return BadMessage(
+            "invalid_json", f"record value: a number too large for a 64-bit float (like 1e400), at {where}"
+        )
+    return BadMessage("invalid_json", f"record value: invalid JSON ({text})")
 
 
 def _nul_path(value: Any, path: str) -> str | None:
     """The first field (or key) at or under `path` whose text contains U+0000, if any.
 
-    Iterative: JSON may nest 1,024 deep, deeper than Python's recursion limit.
+    Iterative: JSON may nest 1,024 deep, deeper than Python's recursion limit. And lazy: a path is
+    spelled out only for the field found, never for every field on the way (a megabyte of siblings
+    1,000 levels down would otherwise cost gigabytes of path text).
     """
-    stack = [(path, value)]
+    # Each entry: (value, trail), a trail being None or (parent trail, step): shared, O(1) to extend.
+    stack: list[tuple[Any, Any]] = [(value, None)]
     while stack:
-        path, value = stack.pop()
-        if isinstance(value, str):
+        value, trail = stack.pop()
+        if value.__class__ is str:
             if "\x00" in value:
-                return path
-        elif isinstance(value, dict):
+                return _spell(path, trail)
+        elif value.__class__ is dict:
             for key in value:
                 if "\x00" in key:
-                    return f"{path}.{_key(key)}"
-            stack.extend((f"{path}.{_key(key)}", item) for key, item in reversed(value.items()))
-        elif isinstance(value, list):
-            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+                    return _spell(path, (trail, key))
+            stack.extend([(item, (trail, key)) for key, item in reversed(value.items())])
+        elif value.__class__ is list:
+            stack.extend([(item, (trail, i)) for i, item in reversed(list(enumerate(value)))])
     return None
+
+
+def _spell(path: str, trail: Any) -> str:
+    """A trail from _nul_path -> "data.players[0].player_id", shortened in the middle if long."""
+    steps = []
+    while trail is not None:
+        trail, step = trail
+        steps.append(f"[{step}]" if step.__class__ is int else f".{_key(step)}")
+    text = path + "".join(reversed(steps))
+    if len(text) > 120:  # deep nesting: keep the reason (a Kafka header) short
+        text = f"{text[:60]}...{text[-40:]}"
+    return text
 
 
 def _reject_nul(event: dict) -> None:
@@ -569,8 +645,6 @@ def _reject_nul(event: dict) -> None:
             raise BadMessage("invalid_envelope", f"{name}: must not contain the NUL character (U+0000)")
     found = _nul_path(event["data"], "data")
     if found:
-        if len(found) > 120:  # deep nesting: keep the reason (a Kafka header) short
-            found = f"{found[:60]}...{found[-40:]}"
         raise BadMessage("invalid_data", f"{found}: must not contain the NUL character (U+0000)")
 
 
@@ -579,6 +653,8 @@ def decode(value: bytes | None, max_bytes: int = MAX_BYTES) -> Message:
     if value is None:
         raise BadMessage("invalid_json", "record value: missing (a null value, e.g. a tombstone)")
     size = len(value)
+    if value.__class__ is str and size <= max_bytes and not value.isascii():
+        size = len(value.encode("utf-8", "surrogatepass"))  # a str (tests, tools) counts its UTF-8 bytes
     if size > max_bytes:
         raise BadMessage("too_large", f"record value: {size} bytes, over the limit of {max_bytes} bytes")
     if value.__class__ is memoryview:
@@ -586,6 +662,13 @@ def decode(value: bytes | None, max_bytes: int = MAX_BYTES) -> Message:
     try:
         event = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
+        if value.__class__ is str:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise BadMessage(
+                    "invalid_utf8", f"record value: not UTF-8 at character {err.start} (a lone surrogate)"
+                ) from None
         raise _not_json(value, exc) from None
     # A NUL can only be written \u0000 in JSON: the exact check runs only when the text has one.
     nul = (b"\\u0000" if value.__class__ is not str else "\\u0000") in value
@@ -607,13 +690,19 @@ def decode(value: bytes | None, max_bytes: int = MAX_BYTES) -> Message:
             f"type: unknown message type {_show(type_)} (expected one of {', '.join(INPUT_TYPES)})",
         )
     time = event["time"]
-    # The schema's regex leaves impossible days (Feb 30), year 0 and the rarer forms (offsets, fractions)
-    # to check: a canonical time with a day up to 28 is valid as it stands.
-    if len(time) != 20 or time[19] != "Z" or time[10] != "T" or time[8:10] > "28" or time[:4] == "0000":
+    # The schema's regex leaves impossible days (Feb 30), years before 1970 and the rarer forms (offsets,
+    # fractions) to check: a canonical time from 1970 on with a day up to 28 is valid as it stands.
+    if len(time) == 20 and time[19] == "Z" and time[10] == "T" and time[8:10] <= "28" and time[:4] >= "1970":
+        envelope_text = time
+    else:
         try:
-            _parse(time)
+            epoch, envelope_text = _parse(time)
         except ValueError as exc:
             raise BadMessage("invalid_envelope", f"time: {exc}") from None
+        if epoch < MIN_TIME:
+            raise BadMessage(
+                "invalid_envelope", f"time: must not be before {_MIN_TIME_TEXT} (got {envelope_text})"
+            )
     validate, build = entry
     data = event["data"]
     try:
@@ -622,8 +711,22 @@ def decode(value: bytes | None, max_bytes: int = MAX_BYTES) -> Message:
         raise BadMessage("invalid_data", _schema_reason(exc, "data")) from None
     if nul:
         _reject_nul(event)
-    payload, cause_time, ref = build(data)
+    payload, cause_at, cause_time, ref = build(data)
+    if cause_time[:10] > envelope_text[:10]:
+        _not_ahead(cause_at, cause_time, f"data.{_CAUSE_FIELDS[type_]}", time, envelope_text)
+    if payload.__class__ is RatingImported and payload.last_played_at is not None:
+        last_at, last_text = _parse(data["last_played_at"])
+        _not_ahead(last_at, last_text, "data.last_played_at", time, envelope_text)
     return _new_message(event["source"], event["id"], type_, cause_time, payload, ref)
+
+
+_CAUSE_FIELDS = {
+    "game.finished": "finished_at",
+    "event.finished": "finished_at",
+    "puzzle.attempted": "attempted_at",
+    "account.closed": "closed_at",
+    "rating.imported": "imported_at",
+}
 
 
 def validate_output(event: dict) -> None:
