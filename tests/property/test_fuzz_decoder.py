@@ -264,13 +264,17 @@ def _paths(value, prefix=()):
 
 @st.composite
 def mutated_events(draw) -> dict:
-    """A valid message of any type with 1..4 mutations of its JSON: replace, delete, add, duplicate."""
+    """A valid message of any type with 1..4 mutations of its JSON: replace, delete, add, duplicate.
+
+    Everything drawn is deep-copied before it goes in: a later mutation edits the event in place, and
+    must never edit the strategies' own values (HOSTILE holds lists and dicts), or generation drifts
+    from one run to the next (hypothesis reports FlakyStrategyDefinition)."""
     type_, data = draw(st.sampled_from(VALID))
     event = envelope(type_, copy.deepcopy(data))
     for _ in range(draw(st.integers(1, 4))):
         path = draw(st.sampled_from(list(_paths(event))))
         if not path:
-            event[draw(st.text(max_size=8))] = draw(JSON)
+            event[draw(st.text(max_size=8))] = copy.deepcopy(draw(JSON))
             continue
         parent = event
         for step in path[:-1]:
@@ -279,7 +283,7 @@ def mutated_events(draw) -> dict:
         if action == "delete":
             del parent[path[-1]]
         elif action == "add" and isinstance(parent, dict):
-            parent[draw(st.text(max_size=8) | st.sampled_from(sorted(parent)))] = draw(JSON)
+            parent[draw(st.text(max_size=8) | st.sampled_from(sorted(parent)))] = copy.deepcopy(draw(JSON))
         elif action == "duplicate" and isinstance(parent, list):
             parent.append(copy.deepcopy(parent[path[-1]]))
         else:
