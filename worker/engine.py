@@ -107,7 +107,7 @@ REGISTRY: dict[str, RatingSystem] = {
     **{f"rating.imported/{system}": Adapter(imports.players, imports.state_keys, imports.rate_import,
                                             cause_time=operator.attrgetter("imported_at"),
                                             shown_rating=fide.listed_rating if system == "fide" else _rating)
-       for system in ("csr", "tsr", "uscf", "fide", "chesskite")},
+       for system in ("csr", "tsr", "uscf", "fide", "chesskite", "chesstempo")},
     "account.closed": Adapter(fairplay.players, fairplay.state_keys, fairplay.rate_closure,
                               cause_time=operator.attrgetter("closed_at"), history=_closure_games,
                               with_history=lambda closure, games: dataclasses.replace(closure, games=games)),

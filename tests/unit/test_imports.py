@@ -95,3 +95,25 @@ async def test_an_import_delivered_twice_is_applied_once():
     store, changes, _ = await run([line, line])
     assert len(changes) == 1 and changes[0]["after"] == {"rating": 1234.0, "rd": None, "volatility": None}
     assert parse_time(changes[0]["changed_at"]) == parse_time(T0)
+
+
+async def test_chesstempo_import_then_an_attempt_starts_from_it():
+    at = "2026-11-02T10:00:00Z"
+    attempt = orjson.dumps({"specversion": "1.0", "id": "a-1", "source": "/tempo", "type": "puzzle.attempted",
+                            "time": at, "data": {"system": "chesstempo", "mode": "standard", "player_id": "anna",
+                                                 "puzzle_id": "p1", "correct": True, "attempted_at": at}})
+    store, changes, errors = await run([
+        imported(1, "anna", "chesstempo", "standard", 1900.0, rd=80.0, games=500, last_played_at=T0), attempt])
+    assert errors == ""
+    first, second = changes
+    assert (first["after"], first["provisional"], first["version"]) == (
+        {"rating": 1900.0, "rd": 80.0, "volatility": None}, False, 1)
+    # The imported 80 grows for the 1.42 days since last_played_at (c = 10 per sqrt(day): 80.9), then one
+    # Glicko-1 game against a new problem lowers it; a solve raises the rating.
+    assert second["before"]["rating"] == 1900.0 and second["version"] == 2 and second["games"] == 501
+    assert second["after"]["rating"] > 1900.0 and 50.0 <= second["after"]["rd"] < 80.9
+
+
+async def test_chesstempo_import_with_a_volatility_is_a_bad_message():
+    _, changes, errors = await run([imported(1, "anna", "chesstempo", "blitz", 1900.0, volatility=0.06)])
+    assert changes == [] and "volatility" in errors

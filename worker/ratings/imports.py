@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from worker.ratings import chesskite, csr, fide, tsr, uscf
+from worker.ratings import chesskite, chesstempo, csr, fide, tsr, uscf
 from worker.ratings.inputs import RatingImported
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 
@@ -38,6 +38,9 @@ def imported_state(imp: RatingImported, version: int) -> RatingState:
         # A published list rating with no open period (fide.view reads a state without "published" so).
         extra = {"birth_year": imp.birth_year} if imp.birth_year is not None else None
         return RatingState(float(imp.rating), None, None, games, imp.peak, last_at, version, extra)
+    if imp.system == chesstempo.SYSTEM:
+        rd = chesstempo.PARAMS.start_rd if imp.rd is None else imp.rd
+        return RatingState(imp.rating, rd, None, games, None, last_at, version)
     return RatingState(imp.rating, None, None, games, None, last_at, version)  # chesskite
 
 
@@ -48,6 +51,8 @@ def _provisional_and_floor(system: str, state: RatingState) -> tuple[bool, float
         return state.rd > tsr.PARAMS.provisional_above, None
     if system == uscf.SYSTEM:
         return state.games <= uscf.PARAMS.established_after, uscf.floor_of(state)
+    if system == chesstempo.SYSTEM:
+        return chesstempo.is_provisional(state.rd), None
     return False, None
 
 
@@ -57,6 +62,8 @@ def _before(imp: RatingImported, states: Mapping[StateKey, RatingState]) -> Rati
         return stored
     if imp.system == chesskite.SYSTEM:
         return chesskite.start_state()
+    if imp.system == chesstempo.SYSTEM:
+        return chesstempo.start_state()
     if imp.system in (csr.SYSTEM, tsr.SYSTEM):
         p = csr.PARAMS if imp.system == csr.SYSTEM else tsr.PARAMS
         return RatingState(p.start_rating, p.start_rd, p.start_volatility)
