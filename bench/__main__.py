@@ -1,11 +1,11 @@
-"""`./dev bench [throughput|latency|engine|marathon|puzzles|chesstempo|leaderboard|naive|scale|mixed|horizontal|suite|all]`: the numbers in the README."""
+"""`./dev bench [throughput|latency|engine|marathon|puzzles|chesstempo|leaderboard|imports|naive|scale|mixed|horizontal|suite|all]`: the numbers in the README."""
 
 import asyncio
 import sys
 
-from bench import engine, leaderboard, pipeline, suite
+from bench import engine, imports, leaderboard, pipeline, suite
 
-NAMES = ("engine", "throughput", "latency", "pipeline", "marathon", "puzzles", "chesstempo", "leaderboard",
+NAMES = ("engine", "throughput", "latency", "pipeline", "marathon", "puzzles", "chesstempo", "leaderboard", "imports",
          "naive", "scale", "mixed", "horizontal", "suite", "all")
 
 
@@ -19,6 +19,8 @@ def main(argv: list[str]) -> int:
         engine.main()
     if what == "leaderboard":
         leaderboard.main()
+    if what == "imports":
+        asyncio.run(imports.main())
     if what in ("naive", "scale", "mixed", "horizontal", "suite"):
         asyncio.run(suite.main(what))
     if what in ("throughput", "latency", "pipeline", "marathon", "puzzles", "chesstempo", "all"):

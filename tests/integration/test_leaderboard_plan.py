@@ -75,3 +75,22 @@ async def test_a_players_history_uses_the_version_key(database_url):
         assert [n for n in games if n["Node Type"] == "Seq Scan"] == [], [n["Node Type"] for n in games]
     finally:
         await conn.close()
+
+
+async def test_listed_fide_ratings_are_on_the_leaderboard_unlisted_ones_are_not(database_url):
+    """An imported list rating has no `published` key; an unlisted one has `published: null`."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("""
+            INSERT INTO players (player_id) VALUES ('imported'), ('listed'), ('unlisted'), ('closed');
+            UPDATE players SET closed_reason = 'fair_play', closed_at = now() WHERE player_id = 'closed';
+            INSERT INTO ratings (player_id, system, category, rating, games, version, extra) VALUES
+              ('imported', 'fide', 'standard', 2012, 57, 1, '{"birth_year": 2009}'),
+              ('listed', 'fide', 'standard', 1950, 40, 3, '{"published": 1950}'),
+              ('unlisted', 'fide', 'standard', 1390, 40, 3, '{"published": null}'),
+              ('closed', 'fide', 'standard', 2600, 90, 3, NULL);
+        """)
+        rows = await conn.fetch(QUERIES["leaderboard"], "fide", "standard", 10)
+    finally:
+        await conn.close()
+    assert [r["player_id"] for r in rows] == ["imported", "listed"]

@@ -3,7 +3,8 @@
 -- A rating is on a leaderboard once it is established, by its system's rule:
 --   csr, tsr, chesstempo   RD <= 110 (the provisional mark goes at RD > 110)
 --   uscf                   more than 25 games (RULES.md: provisional while N <= 25)
---   fide                   a published (listed) rating: extra.published is not null
+--   fide                   a listed rating: not extra.published = null (the mark of an unlisted
+--                          one; an imported list rating has no such key)
 --   chesskite              always (Elo without a provisional period)
 -- and its account is not closed for fair play.
 --
@@ -18,7 +19,7 @@ FROM ratings AS r
 WHERE (CASE
          WHEN r.system IN ('csr', 'tsr', 'chesstempo') THEN r.rd <= 110
          WHEN r.system = 'uscf' THEN r.games > 25
-         WHEN r.system = 'fide' THEN (r.extra ->> 'published') IS NOT NULL
+         WHEN r.system = 'fide' THEN coalesce(r.extra -> 'published', '0') <> 'null'
          WHEN r.system = 'chesskite' THEN true
          ELSE false
        END)
@@ -31,7 +32,7 @@ CREATE INDEX ratings_leaderboard ON ratings (system, category, rating DESC, play
 WHERE (CASE
          WHEN system IN ('csr', 'tsr', 'chesstempo') THEN rd <= 110
          WHEN system = 'uscf' THEN games > 25
-         WHEN system = 'fide' THEN (extra ->> 'published') IS NOT NULL
+         WHEN system = 'fide' THEN coalesce(extra -> 'published', '0') <> 'null'
          WHEN system = 'chesskite' THEN true
          ELSE false
        END);
