@@ -63,6 +63,17 @@ async def test_fide_import_then_play_k10_after_a_2400_peak():
     assert round(gm["delta"], 2) == 5.0 and round(im["delta"], 2) == -10.0  # K 10 after 2400; K 20 otherwise
 
 
+async def test_fide_import_keeps_a_juniors_birth_year_and_his_k_40():
+    store, changes, _ = await run([
+        imported(1, "junior", "fide", "standard", 1800, games=100, birth_year=2010),
+        imported(2, "adult", "fide", "standard", 1800, games=100, birth_year=2007),  # 19 in 2026: K 20
+        fide_event(1, ["junior", "adult"], [("junior", "adult", "1-0")], "2026-11-20"),
+    ])
+    junior = [c for c in changes if c["player_id"] == "junior"][-1]
+    adult = [c for c in changes if c["player_id"] == "adult"][-1]
+    assert round(junior["delta"], 2) == 20.0 and round(adult["delta"], 2) == -10.0  # 40 x 0.5, 20 x 0.5
+
+
 async def test_fide_newcomer_gets_a_first_rating_against_imported_opponents():
     opponents = ["o1", "o2", "o3", "o4", "o5"]
     lines = [imported(i, p, "fide", "standard", r, games=100) for i, (p, r) in
