@@ -32,6 +32,17 @@ PLAYERS = int(os.environ.get("BENCH_PLAYERS", "2000"))
 LATENCY_RATE = int(os.environ.get("BENCH_RATE", "1000"))
 LATENCY_SECONDS = int(os.environ.get("BENCH_SECONDS", "20"))
 
+# The benchmarks' PostgreSQL: durable commits as in production (the test server runs without fsync),
+# with the usual production sizing of a dedicated server (docs/deploy.md): a buffer cache that holds
+# the working set, compressed full-page images and checkpoints spaced by WAL volume. Without the last
+# two, every first write to a page after a checkpoint logs the whole 8 kB page, and with a million
+# players nearly every row a game touches is on such a page.
+PG_SETTINGS = {
+    "fsync": "on", "full_page_writes": "on", "synchronous_commit": "on",
+    "shared_buffers": os.environ.get("BENCH_PG_SHARED_BUFFERS", "1GB"),
+    "wal_compression": "on", "max_wal_size": "4GB", "checkpoint_timeout": "15min",
+}
+
 
 def _worker(env: dict, log: Path) -> subprocess.Popen:
     profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
@@ -168,8 +179,7 @@ async def latency(pg, broker, log: Path) -> tuple[float, float, int]:
 async def main(what: str) -> None:
     # Durable commits, as in production: fsync and synchronous_commit on (the test server has fsync off).
     pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
-          else devservices.start_postgres(settings={"fsync": "on", "full_page_writes": "on",
-                                                    "synchronous_commit": "on"}))
+          else devservices.start_postgres(settings=PG_SETTINGS))
     broker = devservices.broker_from_env_or_start()
     log = Path(tempfile.mkdtemp(prefix="rw-bench-")) / "worker.log"
     try:

@@ -25,19 +25,19 @@ from pathlib import Path
 
 import asyncpg
 
-from bench.pipeline import GAMES, PLAYERS, _env, _fresh_db, _produce_any, _worker, throughput
+from bench.pipeline import GAMES, PG_SETTINGS, PLAYERS, _env, _fresh_db, _produce_any, _worker, throughput
 from tests.streams import chesstempo_attempts, games, puzzle_attempts, turbo_events, uscf_events
 from worker import devservices
 
 
 async def naive(pg, broker, log: Path) -> None:
     n = min(GAMES, 5000)  # one transaction per message runs at about a hundred games a second
-    values = games(n, PLAYERS, seed=21)
+    values = games(GAMES, PLAYERS, seed=21)
     batched = await throughput(pg, broker, log, batch_size=5000, values=values, tag="naive-batched")
-    one_by_one = await throughput(pg, broker, log, batch_size=1, values=values, tag="naive-single",
+    one_by_one = await throughput(pg, broker, log, batch_size=1, values=values[:n], tag="naive-single",
                                   max_inflight_batches=1)
-    print(f"naive: {batched:,.0f} games/s in batches of 5,000 against {one_by_one:,.0f} games/s with one "
-          f"transaction per message ({batched / one_by_one:.1f}x), {n:,} games", flush=True)
+    print(f"naive: {batched:,.0f} games/s in batches of 5,000 ({GAMES:,} games) against {one_by_one:,.0f} games/s "
+          f"with one transaction per message ({n:,} games): {batched / one_by_one:.0f}x", flush=True)
 
 
 async def _prefill(url: str, players: int) -> None:
@@ -59,19 +59,24 @@ async def _prefill(url: str, players: int) -> None:
 
 
 async def scale(pg, broker, log: Path) -> None:
+    """Three runs: 1,000 players (all playing), 1,000,000 players of whom the same 1,000 play (the size
+    of the tables alone), and 1,000,000 players all playing (a 5,000-game batch then writes ~10,000
+    distinct ratings instead of at most 1,000)."""
     big = int(os.environ.get("BENCH_SCALE_PLAYERS", "1000000"))
     results = {}
-    for players in (1000, big):
-        tag = f"scale{players}"
+    for stored, playing in ((1000, 1000), (big, 1000), (big, big)):
+        tag = f"scale{stored}-{playing}"
         url = await _fresh_db(pg, f"bench_{tag}")
         started = time.perf_counter()
-        await _prefill(url, players)
-        print(f"  scale: {players:,} players written in {time.perf_counter() - started:.0f} s", flush=True)
-        values = games(GAMES, players, seed=22, speeds=False)  # blitz only: every game reads stored ratings
-        results[players] = await throughput(pg, broker, log, values=values, tag=tag, url=url)
-    small, large = results[1000], results[big]
-    print(f"scale: {small:,.0f} games/s with 1,000 players, {large:,.0f} with {big:,} "
-          f"({(large - small) / small:+.0%}), {GAMES:,} games each", flush=True)
+        await _prefill(url, stored)
+        print(f"  scale: {stored:,} players written in {time.perf_counter() - started:.0f} s", flush=True)
+        values = games(GAMES, playing, seed=22, speeds=False)  # blitz only: every game reads stored ratings
+        results[stored, playing] = rate = await throughput(pg, broker, log, batch_size=5000, values=values, tag=tag,
+                                                           url=url)
+        print(f"scale: {stored:,} players stored, {playing:,} of them playing: {rate:,.0f} games/s", flush=True)
+    base = results[1000, 1000]
+    print(f"scale: against 1,000 players: {(results[big, 1000] - base) / base:+.0%} with {big:,} stored (same "
+          f"players playing), {(results[big, big] - base) / base:+.0%} with all {big:,} playing", flush=True)
 
 
 def _mixed_streams() -> dict[str, list[bytes]]:
@@ -88,11 +93,11 @@ def _mixed_streams() -> dict[str, list[bytes]]:
 async def mixed(pg, broker, log: Path) -> None:
     streams = _mixed_streams()
     for i, (what, values) in enumerate(streams.items()):
-        rate = await throughput(pg, broker, log, values=values, tag=f"mixed{i}")
+        rate = await throughput(pg, broker, log, batch_size=5000, values=values, tag=f"mixed{i}")
         print(f"mixed: {what}: {rate:,.0f} messages/s alone ({len(values):,})", flush=True)
     everything = [v for values in streams.values() for v in values]
     random.Random(28).shuffle(everything)
-    rate = await throughput(pg, broker, log, values=everything, tag="mixed-all")
+    rate = await throughput(pg, broker, log, batch_size=5000, values=everything, tag="mixed-all")
     print(f"mixed: all five types in one stream: {rate:,.0f} messages/s ({len(everything):,})", flush=True)
 
 
@@ -140,8 +145,7 @@ async def _until_processed(url: str, total: int, procs, label: str) -> float:
 
 async def main(what: str) -> None:
     pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
-          else devservices.start_postgres(settings={"fsync": "on", "full_page_writes": "on",
-                                                    "synchronous_commit": "on"}))
+          else devservices.start_postgres(settings=PG_SETTINGS))
     broker = devservices.broker_from_env_or_start()
     log = Path(os.environ.get("BENCH_LOG", "/tmp/rw-bench-worker.log"))
     print(f"worker logs: {log}", flush=True)
