@@ -7,6 +7,7 @@ with one clear line naming the variable.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from dataclasses import dataclass, fields
 from urllib.parse import urlparse
@@ -36,6 +37,7 @@ class Config:
     relay_interval_s: float = 5.0
     relay_min_age_s: float = 10.0
     retry_backoff_max_s: float = 10.0
+    watchdog_timeout_s: float = 300.0
     kafka_session_timeout_ms: int = 10000
     kafka_heartbeat_interval_ms: int = 3000
     kafka_security_protocol: str = "PLAINTEXT"
@@ -67,6 +69,8 @@ HELP = {
     "relay_interval_s": "how often the outbox relay looks for unpublished changes",
     "relay_min_age_s": "the relay publishes only rows at least this old (the live path owns newer ones)",
     "retry_backoff_max_s": "longest pause between retries during a database or broker outage",
+    "watchdog_timeout_s": "exit with code 75 (for the supervisor to restart the worker) when records are waiting "
+                          "but no batch has completed for this long; 0 disables",
     "kafka_session_timeout_ms": "consumer group session timeout; a silent worker loses its partitions after it",
     "kafka_heartbeat_interval_ms": "consumer heartbeat interval (about a third of the session timeout or less)",
     "kafka_security_protocol": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
@@ -177,6 +181,11 @@ def validate(c: Config) -> None:
             raise ConfigError(f"{name.upper()}={getattr(c, name)}: must be at least 1")
     if c.db_command_timeout_s <= 0:
         raise ConfigError(f"DB_COMMAND_TIMEOUT_S={c.db_command_timeout_s}: must be positive")
+    if c.watchdog_timeout_s != 0 and not (math.isfinite(c.watchdog_timeout_s)
+                                          and c.watchdog_timeout_s > c.db_command_timeout_s):
+        raise ConfigError(
+            f"WATCHDOG_TIMEOUT_S={c.watchdog_timeout_s}: must be 0 (off) or longer than DB_COMMAND_TIMEOUT_S "
+            f"({c.db_command_timeout_s}), the time one PostgreSQL call may legitimately take")
     if c.max_inflight_batches < 1:
         raise ConfigError(f"MAX_INFLIGHT_BATCHES={c.max_inflight_batches}: must be at least 1")
     if c.db_pool_size < c.max_inflight_batches + 2:

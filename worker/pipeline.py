@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -45,6 +47,37 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, asyncpg.PostgresError):
         return (exc.sqlstate or "")[:2] in TRANSIENT_SQLSTATE_CLASSES
     return isinstance(exc, DB_ERRORS)
+
+
+FAULT_POINTS = ("kill_after_commit", "kill_after_publish")
+
+
+def fault_from_env() -> tuple[str, int] | None:
+    """For tests only: RATING_WORKER_FAULT=kill_after_commit[:N] | kill_after_publish[:N] makes the
+    process SIGKILL itself at that point of its N-th batch (default the first): after the batch's
+    database commit (nothing published, no offset committed), or after its changes are published and
+    taken out of the outbox (offsets not committed). Read once, when the pipeline is built; unset, it
+    costs one comparison per batch."""
+    raw = os.environ.get("RATING_WORKER_FAULT", "").strip()
+    if not raw:
+        return None
+    point, _, n = raw.partition(":")
+    if point not in FAULT_POINTS or not (n or "1").isdigit() or int(n or "1") < 1:
+        raise ValueError(f"RATING_WORKER_FAULT={raw!r}: expected kill_after_commit[:N] or kill_after_publish[:N]")
+    return point, int(n or "1")
+
+
+def offsets_went_back_counter(metrics: Metrics):
+    """rating_worker_offsets_went_back_total{topic}, registered once per Metrics. Kept here until
+    worker.observability.Metrics declares it (then this just returns that one)."""
+    counter = getattr(metrics, "offsets_went_back", None)
+    if counter is None:
+        from prometheus_client import Counter as PromCounter
+
+        counter = metrics.offsets_went_back = PromCounter(
+            "rating_worker_offsets_went_back", "Partitions that handed out records below an offset this worker "
+            "had committed (broker data loss or a manual reset)", ["topic"], registry=metrics.registry)
+    return counter
 
 
 class Stopping(Exception):
@@ -158,6 +191,15 @@ class Pipeline:
         self._hashes: dict[bytes, int] = {}
         self._halted = False
         self._broken: BaseException | None = None
+        self._fault = fault_from_env()
+        # For the watchdog: batches taken from the broker and not yet through `_complete`, and the
+        # records waiting in the assigned partitions when the lag was last measured.
+        self._unfinished = 0
+        self._lag_seen = 0
+        # The offsets this process committed: a partition that hands out records below them has lost
+        # its data (a broker that lost its log or the group's offsets) or was reset by hand.
+        self._committed: dict[TopicPartition, int] = {}
+        self._went_back = offsets_went_back_counter(metrics)
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -264,6 +306,8 @@ class Pipeline:
         started = time.perf_counter()
         good, good_records, dead, offsets = [], [], [], {}
         for tp, recs in records.items():
+            if recs[0].offset < self._committed.get(tp, 0):
+                self._offsets_went_back(tp, recs[0].offset)
             for i, record in enumerate(recs):
                 if i % 500 == 499:
                     await asyncio.sleep(0)
@@ -284,6 +328,7 @@ class Pipeline:
             self._last = batch
         batch.task = asyncio.create_task(self._apply(batch))
         self._inflight.append(batch)
+        self._unfinished += 1
         return batch
 
     async def _apply(self, b: _Batch) -> BatchResult:
@@ -398,6 +443,8 @@ class Pipeline:
         if self._halted:
             raise Stopping()
         result = await b.task
+        if self._fault is not None:
+            self._inject_fault("kill_after_commit")
         dead = list(b.dead)
         for index, error in result.failed:
             message = b.good[index]
@@ -412,10 +459,24 @@ class Pipeline:
         await self._publish(result.records)
         if result.row_ids:
             await self._retry_db("mark published", lambda: self.store.mark_published(result.row_ids))
+        if self._fault is not None:
+            self._inject_fault("kill_after_publish")
         await self._commit(b.offsets)
+        self._unfinished -= 1
+        self._lag_seen = 0  # measured before this batch: the lag loop measures it again within 5 s
         self.batches += 1
         self.metrics.batch_size.observe(len(b.good) + len(b.dead))
         self.metrics.batch_seconds.observe(time.perf_counter() - b.started)
+
+    def _inject_fault(self, point: str) -> None:
+        if self._fault == (point, self.batches + 1):
+            log(logger, logging.WARNING, "fault injected (RATING_WORKER_FAULT): SIGKILL", point=point,
+                batch=self.batches + 1)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def has_work(self) -> bool:
+        """For the watchdog: records fetched and not yet committed, or waiting in the partitions."""
+        return self._unfinished > 0 or self._lag_seen > 0
 
     def _count(self, good, result: BatchResult) -> None:
         counts = Counter(
@@ -509,10 +570,20 @@ class Pipeline:
             raise Stopping()
         try:
             await self._retry_broker("commit offsets", lambda: self.consumer.commit(offsets))
+            self._committed.update(offsets)
         except (CommitFailedError, IllegalStateError) as exc:
             # The partitions went to another worker: it will see these messages again and skip them
             # as duplicates (their ids are in the database), so nothing is lost or applied twice.
             log(logger, logging.WARNING, "offset commit refused after a rebalance", error=repr(exc))
+
+    def _offsets_went_back(self, tp: TopicPartition, offset: int) -> None:
+        """Nothing is applied twice (the processed ids are in PostgreSQL), but the operator must know:
+        messages the broker lost are lost unless their producers send them again (docs/operations.md)."""
+        log(logger, logging.ERROR, "partition went back below an offset this worker committed: the broker lost "
+            "its data or the group's offsets, or they were reset; messages already applied will be skipped",
+            topic=tp.topic, partition=tp.partition, committed=self._committed[tp], fetched=offset)
+        self._went_back.labels(tp.topic).inc()
+        self._committed[tp] = offset  # once per fall, not once per batch while it catches up
 
     # ---- outbox relay, lag ---------------------------------------------------------------------
 
@@ -551,11 +622,14 @@ class Pipeline:
     async def _lag_loop(self) -> None:
         while not self._stopping.is_set():
             try:
+                total = 0
                 for tp in self.consumer.assignment():
                     end = self.consumer.highwater(tp)
                     if end is not None:
                         lag = end - await self.consumer.position(tp)
                         self.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(lag)
+                        total += max(0, lag)
+                self._lag_seen = total
             except (KafkaError, IllegalStateError):
                 pass
             await self._sleep(5.0)

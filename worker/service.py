@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 
 from worker.config import Config
 from worker.observability import HealthServer, Metrics, log
 from worker.pipeline import DB_ERRORS, Pipeline
 
 logger = logging.getLogger("rating_worker.service")
+
+#: The exit code after the watchdog gave up on a stuck pipeline (EX_TEMPFAIL: restart me).
+WATCHDOG_EXIT_CODE = 75
 
 
 async def connect_store(cfg: Config, stopping: asyncio.Event):
@@ -42,6 +46,46 @@ async def connect_store(cfg: Config, stopping: asyncio.Event):
             log(logger, logging.WARNING, "database not reachable, retrying", error=repr(exc), retry_in_s=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, cfg.retry_backoff_max_s)
+
+
+async def watchdog(pipeline: Pipeline, timeout_s: float, interval_s: float | None = None) -> None:
+    """Return when the pipeline has had work (records fetched, batches in flight, or lag) but completed
+    no batch for `timeout_s`. It runs on the event loop: it catches a pipeline that waits forever, not a
+    loop blocked by a CPU-bound call (the liveness probe on /healthz, served by the same loop, does)."""
+    interval_s = interval_s or min(5.0, timeout_s / 10)
+    since, batches = time.monotonic(), pipeline.batches
+    while True:
+        await asyncio.sleep(interval_s)
+        now = time.monotonic()
+        if pipeline.batches != batches or not pipeline.has_work():
+            since, batches = now, pipeline.batches
+        elif now - since >= timeout_s:
+            log(logger, logging.ERROR, "watchdog: work is waiting but no batch completed, exiting for a restart",
+                stuck_for_s=round(now - since, 1), watchdog_timeout_s=timeout_s, exit_code=WATCHDOG_EXIT_CODE)
+            return
+
+
+async def _run_watched(pipeline: Pipeline, cfg: Config) -> bool:
+    """`pipeline.run()` under the watchdog; False when the watchdog gave up on it (it is cancelled:
+    the batches in hand are abandoned uncommitted and redelivered to whoever consumes next)."""
+    run = asyncio.create_task(pipeline.run())
+    if not cfg.watchdog_timeout_s:
+        await run
+        return True
+    dog = asyncio.create_task(watchdog(pipeline, cfg.watchdog_timeout_s))
+    try:
+        await asyncio.wait({run, dog}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # we were cancelled: so is the pipeline (as `await run` would do)
+        run.cancel()
+        raise
+    finally:
+        dog.cancel()
+    if run.done():
+        run.result()
+        return True
+    run.cancel()
+    await asyncio.wait({run}, timeout=10)
+    return False
 
 
 async def run_service(
@@ -76,6 +120,7 @@ async def run_service(
             loop.add_signal_handler(sig, on_signal, sig.name)
     watcher = asyncio.create_task(stop_when_asked())
     store = None
+    code = 0
     try:
         store = await connect_store(cfg, stopping)
         pipeline = Pipeline(cfg, store, metrics, health)
@@ -86,13 +131,29 @@ async def run_service(
             started.set()
         if stopping.is_set():
             pipeline.stop()
-        await pipeline.run()
-        return 0
+        if not await _run_watched(pipeline, cfg):
+            code = WATCHDOG_EXIT_CODE
+        return code
     finally:
         watcher.cancel()
-        if pipeline is not None:
-            await pipeline.close()
-        if store is not None:
-            await store.close()
-        if health is not None:
-            await health.stop()
+        closing = _close(pipeline, store, health)
+        if code == WATCHDOG_EXIT_CODE:
+            # Something is stuck: do not wait for it to let go. The server rolls back what a closed
+            # connection left open, and the group reassigns the partitions after the session timeout.
+            try:
+                await asyncio.wait_for(closing, 10)
+            except TimeoutError:
+                log(logger, logging.WARNING, "watchdog: clean shutdown timed out, closing connections hard")
+                if store is not None:
+                    store.pool.terminate()
+        else:
+            await closing
+
+
+async def _close(pipeline: Pipeline | None, store, health: HealthServer | None) -> None:
+    if pipeline is not None:
+        await pipeline.close()
+    if store is not None:
+        await store.close()
+    if health is not None:
+        await health.stop()

@@ -1,0 +1,360 @@
+"""`./dev bench soak`: one worker process under a steady stream and periodic faults, for a bounded time.
+
+Games are produced at a steady rate while one `rating-worker run` process consumes them through a
+TcpProxy in front of PostgreSQL (tests/proxy.py). Every BENCH_SOAK_FAULT_EVERY_S seconds a fault is
+injected, in the order of BENCH_SOAK_FAULTS (repeated):
+  cut   every PostgreSQL connection is reset and refused for BENCH_SOAK_CUT_S seconds;
+  kill  the worker gets SIGKILL and is started again at once (as its supervisor would).
+At the end (the stream stopped, everything applied and published, or a deadline) it reports:
+- throughput: the rate sent, games per second end to end (first send to last applied), the best 5 s;
+- latency from each game's send to the arrival of its first rating.changed: p50 / p99 / max, for all
+  games and for those sent away from faults (not from 1 s before a fault to 15 s after it);
+- the worker's RSS (VmRSS from /proc/PID/status, every 2 s) over time: first / last / max per process
+  (a restart starts a new process; "first" is 20 s in, once caches and connections are up) and a
+  sample every 30 s; it must stay flat;
+- the consistency check of tests/integration/test_faults.py: each game applied once (processed ids,
+  two history rows per game, versions 1..n without gaps, ratings.games = version = n, each player's
+  number of games), every change published at least once and nothing else published, the outbox empty.
+Exit status 0 when consistent, 1 otherwise.
+
+Settings (environment): BENCH_SOAK_SECONDS (600: how long games are sent), BENCH_SOAK_RATE (500 games/s),
+BENCH_SOAK_PLAYERS (2000), BENCH_SOAK_FAULT_EVERY_S (60), BENCH_SOAK_FAULTS ("cut,cut,kill"),
+BENCH_SOAK_CUT_S (5), BENCH_SOAK_BATCH (1000: the worker's BATCH_SIZE). DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS
+use running services instead of the embedded ones (PostgreSQL as for the other benchmarks: durable
+commits, production sizing; bench/pipeline.py PG_SETTINGS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import asyncpg
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from bench.pipeline import PG_SETTINGS
+from tests.proxy import TcpProxy
+from tests.streams import games, player_of
+from worker import devservices
+from worker.store.migrate import migrate
+
+SECONDS = float(os.environ.get("BENCH_SOAK_SECONDS", "600"))
+RATE = int(os.environ.get("BENCH_SOAK_RATE", "500"))
+PLAYERS = int(os.environ.get("BENCH_SOAK_PLAYERS", "2000"))
+FAULT_EVERY_S = float(os.environ.get("BENCH_SOAK_FAULT_EVERY_S", "60"))
+FAULTS = [f.strip() for f in os.environ.get("BENCH_SOAK_FAULTS", "cut,cut,kill").split(",") if f.strip()]
+CUT_S = float(os.environ.get("BENCH_SOAK_CUT_S", "5"))
+BATCH = int(os.environ.get("BENCH_SOAK_BATCH", "1000"))
+TAG = "soak"
+
+
+class Worker:
+    """The worker process, restarted after each kill; its RSS sampled while it runs."""
+
+    def __init__(self, env: dict, log: Path) -> None:
+        self.env, self.log = env, log
+        self.proc: subprocess.Popen | None = None
+        self.rss: list[tuple[float, int, int]] = []  # (time since the start of the soak, pid, kB)
+        self.kills = 0
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "worker", "run"], env={**os.environ, **self.env},
+                                         stdout=out, stderr=subprocess.STDOUT)
+
+    async def kill_and_restart(self) -> None:
+        self.proc.kill()
+        await asyncio.to_thread(self.proc.wait, 30)
+        self.kills += 1
+        self.start()
+
+    def sample_rss(self, t: float) -> None:
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        self.rss.append((t, self.proc.pid, int(line.split()[1])))
+                        return
+        except OSError:
+            pass
+
+    async def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return await asyncio.to_thread(self.proc.wait, 60)
+
+
+async def _fresh_db(pg, name: str) -> str:
+    conn = await asyncpg.connect(pg.url)
+    await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    await conn.execute(f'CREATE DATABASE "{name}"')
+    await conn.close()
+    url = pg.url.rsplit("/", 1)[0] + "/" + name
+    await migrate(url)
+    return url
+
+
+async def _wait_for_member(bootstrap: str, group: str, timeout: float = 60) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            group_state = (await admin.describe_consumer_groups([group]))[0].groups[0]
+            if group_state[2] == "Stable" and group_state[5]:
+                return
+            await asyncio.sleep(0.2)
+        raise SystemExit(f"soak: the worker did not join its consumer group in {timeout:.0f} s")
+    finally:
+        await admin.close()
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, max(0, int(len(sorted_values) * q) - 1))]
+
+
+async def consistency(url: str, values: list[bytes], published: set[str]) -> list[str]:
+    """What is wrong (empty: nothing). The checks of tests/integration/test_faults.py, in SQL where large."""
+    problems = []
+    conn = await asyncpg.connect(url)
+    try:
+        n, distinct = await conn.fetchrow("SELECT count(*), count(DISTINCT (source, id)) FROM processed_messages")
+        if n != len(values) or distinct != len(values):
+            problems.append(f"processed_messages: {n} rows, {distinct} distinct, {len(values)} games sent")
+        not_two = await conn.fetchval(
+            "SELECT count(*) FROM (SELECT cause_id FROM rating_changes GROUP BY cause_id HAVING count(*) <> 2) x")
+        games_in_history = await conn.fetchval("SELECT count(DISTINCT cause_id) FROM rating_changes")
+        if not_two or games_in_history != len(values):
+            problems.append(f"history: {not_two} games without exactly two rows, {games_in_history} games in it")
+        gaps = await conn.fetchval(
+            "SELECT count(*) FROM (SELECT count(*) AS n, min(version) AS lo, max(version) AS hi FROM rating_changes "
+            "GROUP BY player_id, system, category) x WHERE lo <> 1 OR hi <> n")
+        if gaps:
+            problems.append(f"{gaps} ratings with gaps or repeats in their versions")
+        wrong, ratings, keys = await conn.fetchrow(
+            "SELECT count(*) FILTER (WHERE r.games IS DISTINCT FROM h.n OR r.version IS DISTINCT FROM h.n), "
+            "count(r.player_id), count(h.player_id) "
+            "FROM ratings r FULL JOIN (SELECT player_id, system, category, count(*) AS n FROM rating_changes "
+            "GROUP BY 1, 2, 3) h USING (player_id, system, category)")
+        if wrong or ratings != keys:
+            problems.append(f"ratings: {wrong} whose games/version differ from their history ({ratings} vs {keys})")
+        expected = Counter()
+        for v in values:
+            d = orjson.loads(v)["data"]
+            expected[d["white"]["player_id"]] += 1
+            expected[d["black"]["player_id"]] += 1
+        stored = Counter({r[0]: r[1] for r in await conn.fetch(
+            "SELECT player_id, sum(games)::int FROM ratings GROUP BY player_id")})
+        if stored != expected:
+            problems.append(f"{len(set(stored.items()) ^ set(expected.items()))} players with the wrong number of games")
+        history = {r[0] for r in await conn.fetch("SELECT event_id FROM rating_changes")}
+        if history - published:
+            problems.append(f"{len(history - published)} committed changes never published")
+        if published - history:
+            problems.append(f"{len(published - history)} published changes that were never committed")
+        outbox = await conn.fetchval("SELECT count(*) FROM outbox")
+        if outbox:
+            problems.append(f"{outbox} changes left in the outbox")
+    finally:
+        await conn.close()
+    return problems
+
+
+async def soak() -> int:
+    pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
+          else devservices.start_postgres(settings=PG_SETTINGS))
+    broker = devservices.broker_from_env_or_start()
+    log = Path(tempfile.mkdtemp(prefix="rw-soak-")) / "worker.log"
+    try:
+        return await _soak(pg, broker, log)
+    finally:
+        broker.stop()
+        pg.stop()
+
+
+async def _soak(pg, broker, log: Path) -> int:
+    url = await _fresh_db(pg, f"bench_{TAG}")
+    host_port = url.split("@", 1)[1].split("/", 1)[0]
+    host, port = host_port.rsplit(":", 1)
+    proxy = await TcpProxy(host, int(port)).start()
+    bootstrap = broker.bootstrap_servers
+    topics = {f"in-{TAG}": 3, f"out-{TAG}": 3, f"dlq-{TAG}": 1}
+    await devservices.create_topics(bootstrap, topics)
+    env = {"DATABASE_URL": url.replace(host_port, proxy.address), "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+           "KAFKA_INPUT_TOPICS": f"in-{TAG}", "KAFKA_OUTPUT_TOPIC": f"out-{TAG}", "KAFKA_DLQ_TOPIC": f"dlq-{TAG}",
+           "KAFKA_GROUP_ID": f"g-{TAG}", "METRICS_PORT": "0", "LOG_LEVEL": "WARNING", "BATCH_SIZE": str(BATCH),
+           "RETRY_BACKOFF_MAX_S": "1", "RELAY_INTERVAL_S": "1", "RELAY_MIN_AGE_S": "2",
+           # quick rejoins after a kill (Tansu holds a JoinGroup for about half the session timeout)
+           "KAFKA_SESSION_TIMEOUT_MS": "2000", "KAFKA_HEARTBEAT_INTERVAL_MS": "300"}
+    total = int(RATE * SECONDS)
+    print(f"soak: {SECONDS:.0f} s at {RATE} games/s ({total} games, {PLAYERS} players), a fault every "
+          f"{FAULT_EVERY_S:.0f} s ({','.join(FAULTS)}; cuts of {CUT_S:.0f} s), batch {BATCH}; log {log}", flush=True)
+    values = games(total, PLAYERS, seed=9)
+    worker = Worker(env, log)
+    worker.start()
+    await _wait_for_member(bootstrap, f"g-{TAG}")  # the stream starts once the worker consumes
+
+    sent: dict[str, float] = {}
+    first_seen: dict[str, float] = {}
+    published: set[str] = set()
+    faults: list[tuple[str, float, float]] = []  # (kind, start, end) in seconds since t0
+    processed_samples: list[tuple[float, int]] = []
+    t0 = time.perf_counter()
+    done_sending = asyncio.Event()
+
+    consumer = AIOKafkaConsumer(f"out-{TAG}", bootstrap_servers=bootstrap, group_id=None,
+                                auto_offset_reset="earliest", fetch_max_wait_ms=50)
+    await consumer.start()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=5)
+    await producer.start()
+
+    async def receive() -> None:
+        while True:
+            batch = await consumer.getmany(timeout_ms=200)
+            now = time.perf_counter()
+            for records in batch.values():
+                for r in records:
+                    event = orjson.loads(r.value)
+                    published.add(event["id"])
+                    first_seen.setdefault(event["data"]["cause"]["id"], now)
+
+    async def send() -> None:
+        pending = []
+        start = time.perf_counter()
+        for i, v in enumerate(values):
+            delay = start + i / RATE - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            sent[f"game-{i}"] = time.perf_counter()
+            pending.append(await producer.send(f"in-{TAG}", v, key=player_of(v)))
+            if len(pending) >= 1000:
+                await asyncio.gather(*pending)
+                pending = []
+        await asyncio.gather(*pending)
+        done_sending.set()
+
+    async def inject() -> None:
+        k = 0
+        while True:
+            if (k + 1) * FAULT_EVERY_S >= SECONDS:
+                return  # none after the stream: the end is for the catching up
+            await asyncio.sleep(t0 + (k + 1) * FAULT_EVERY_S - time.perf_counter())
+            kind = FAULTS[k % len(FAULTS)]
+            start = time.perf_counter() - t0
+            if kind == "cut":
+                proxy.cut()
+                await asyncio.sleep(CUT_S)
+                proxy.restore()
+            elif kind == "kill":
+                await worker.kill_and_restart()
+            else:
+                raise SystemExit(f"BENCH_SOAK_FAULTS: unknown fault {kind!r} (cut, kill)")
+            faults.append((kind, start, time.perf_counter() - t0))
+            print(f"  {start:6.1f} s: {kind}" + (f" for {CUT_S:.0f} s" if kind == "cut" else " and restart"), flush=True)
+            k += 1
+
+    async def monitor(conn) -> None:
+        last_print = 0.0
+        while True:
+            t = time.perf_counter() - t0
+            worker.sample_rss(t)
+            n = await conn.fetchval("SELECT count(*) FROM processed_messages")
+            processed_samples.append((t, n))
+            if t - last_print >= 30:
+                rss = worker.rss[-1][2] // 1024 if worker.rss else 0
+                print(f"  {t:6.1f} s: {len(sent)} sent, {n} applied, {len(first_seen)} with a change seen, "
+                      f"worker RSS {rss} MiB", flush=True)
+                last_print = t
+            await asyncio.sleep(2.0)
+
+    monitor_conn = await asyncpg.connect(url)  # straight to PostgreSQL, not through the proxy
+    tasks = [asyncio.create_task(c) for c in (receive(), inject(), monitor(monitor_conn))]
+    sender = asyncio.create_task(send())
+    try:
+        await sender
+        sent_at = time.perf_counter() - t0
+        deadline = time.perf_counter() + 600
+        while time.perf_counter() < deadline:
+            n = await monitor_conn.fetchval("SELECT count(*) FROM processed_messages")
+            if n >= total and len(first_seen) >= total:
+                break
+            await asyncio.sleep(0.5)
+        applied_at = next((t for t, n in processed_samples if n >= total), time.perf_counter() - t0)
+        # the relay publishes what a kill left in the outbox: wait until it is empty and seen
+        while time.perf_counter() < deadline:
+            if not await monitor_conn.fetchval("SELECT count(*) FROM outbox"):
+                break
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(3)  # the last rating.changed reach the consumer
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await monitor_conn.close()
+        await producer.stop()
+        await consumer.stop()
+    code = await worker.stop()
+    await proxy.stop()
+    problems = await consistency(url, values, published)
+    if code != 0:
+        problems.append(f"the worker exited with {code} on SIGTERM")
+    _report(values, sent, first_seen, faults, processed_samples, worker, t0, sent_at, applied_at, problems)
+    return 1 if problems else 0
+
+
+def _report(values, sent, first_seen, faults, processed_samples, worker, t0, sent_at, applied_at, problems) -> None:
+    total = len(values)
+    lat = sorted((first_seen[k] - t) * 1000 for k, t in sent.items() if k in first_seen)
+
+    def near_fault(t: float) -> bool:
+        return any(start - 1 <= t <= end + 15 for _, start, end in faults)
+
+    calm = sorted((first_seen[k] - t) * 1000 for k, t in sent.items() if k in first_seen and not near_fault(t - t0))
+    best = 0.0
+    for (ta, na), (tb, nb) in zip(processed_samples, processed_samples[2:], strict=False):
+        if tb - ta >= 4:
+            best = max(best, (nb - na) / (tb - ta))
+    print(f"soak: sent {total} games in {sent_at:.0f} s ({total / sent_at:,.0f}/s); all applied after "
+          f"{applied_at:.0f} s: {total / applied_at:,.0f} games/s end to end; best 5 s: {best:,.0f} games/s")
+    print(f"soak: faults: {Counter(kind for kind, _, _ in faults)}; worker restarts after SIGKILL: {worker.kills}")
+    if lat:
+        print(f"soak: latency send -> first rating.changed, all {len(lat)} games: p50 {statistics.median(lat):.0f} ms, "
+              f"p99 {_percentile(lat, 0.99):.0f} ms, max {lat[-1]:.0f} ms")
+    if calm:
+        print(f"soak: the {len(calm)} games sent away from faults (not within 1 s before to 15 s after one): "
+              f"p50 {statistics.median(calm):.0f} ms, p99 {_percentile(calm, 0.99):.0f} ms, max {calm[-1]:.0f} ms")
+    by_pid: dict[int, list[tuple[float, int]]] = {}
+    for t, pid, kb in worker.rss:
+        by_pid.setdefault(pid, []).append((t, kb))
+    for pid, samples in by_pid.items():
+        # "first" once the process has run 20 s (imports, connections and caches filled); "at start" is raw
+        warm = [kb for t, kb in samples if t >= samples[0][0] + 20] or [samples[-1][1]]
+        print(f"soak: worker pid {pid}, {samples[0][0]:.0f}-{samples[-1][0]:.0f} s: RSS at start "
+              f"{samples[0][1] / 1024:.0f} MiB, first (20 s in) {warm[0] / 1024:.0f} MiB, last {warm[-1] / 1024:.0f} MiB, "
+              f"max {max(kb for _, kb in samples) / 1024:.0f} MiB")
+    series, next_t = [], 0.0
+    for t, _, kb in worker.rss:
+        if t >= next_t:
+            series.append(f"{t:.0f}s:{kb // 1024}")
+            next_t = t + 30
+    print("soak: RSS over time (MiB): " + " ".join(series))
+    print("soak: consistency: " + ("OK (each game applied once, versions without gaps, every change published, "
+                                   "nothing else published, outbox empty)" if not problems else "; ".join(problems)))
+
+
+def main() -> int:
+    return asyncio.run(soak())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
