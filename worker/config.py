@@ -17,6 +17,15 @@ class ConfigError(ValueError):
     pass
 
 
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ***, for logs and reprs."""
+    parts = urlparse(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
 @dataclass(frozen=True)
 class Config:
     database_url: str = ""
@@ -49,6 +58,20 @@ class Config:
     kafka_ssl_keyfile: str = ""
     log_level: str = "INFO"
     migrate: bool = False
+
+    def __repr__(self) -> str:
+        # Secrets never reach a log line or a traceback through the configuration's repr.
+        shown = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "database_url":
+                value = mask_url(value)
+            elif f.name == "kafka_sasl_password" and value:
+                value = "***"
+            shown.append(f"{f.name}={value!r}")
+        return f"Config({', '.join(shown)})"
+
+    __str__ = __repr__
 
 
 HELP = {
@@ -149,8 +172,16 @@ def load_for_tool(
 def _validate_database(c: Config) -> None:
     if not c.database_url:
         raise ConfigError("DATABASE_URL is not set: give the PostgreSQL URL (postgresql://user:pass@host/db)")
-    if urlparse(c.database_url).scheme not in ("postgres", "postgresql"):
+    parts = urlparse(c.database_url)
+    if parts.scheme not in ("postgres", "postgresql"):
         raise ConfigError(f"DATABASE_URL must start with postgresql://, got {c.database_url.split(':')[0]!r}")
+    # Parse it here, where the error can be worded without the URL: a driver's own parse error (a
+    # password with an unescaped '#' or '/') would quote the password.
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise ConfigError("DATABASE_URL is not a valid URL: its port is not a number (percent-encode special "
+                          "characters such as # / @ : in the user name and password)") from None
 
 
 def _validate_kafka(c: Config) -> None:

@@ -951,7 +951,9 @@ class ExternalPostgres(_External):
         return urlunsplit(parts._replace(path="/" + database))
 
     def __repr__(self) -> str:
-        return f"ExternalPostgres(url={self.url!r})"
+        from worker.config import mask_url
+
+        return f"ExternalPostgres(url={mask_url(self.url)!r})"
 
 
 class ExternalBroker(_External):

@@ -569,9 +569,6 @@ def assert_no_secret(text: str) -> None:
         assert secret not in text, f"a password shows: {text[:300]}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "leak: worker/config.py, class Config is a plain @dataclass: its repr/str show database_url with the "
-    "password and kafka_sasl_password (field(repr=False) or a masking __repr__ would fix it)"))
 def test_the_configuration_does_not_show_its_passwords():
     cfg = config_mod.load(env=secret_env())
     assert cfg.kafka_sasl_password == SASL_PASSWORD and DB_PASSWORD in cfg.database_url
@@ -615,12 +612,6 @@ def test_the_cli_reports_a_bad_setting_without_the_passwords():
     assert_no_secret(done.stdout + done.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "leak: a password with an unescaped '#' or '/' passes worker/config.py _validate_database (it only "
-    "looks at the scheme), then asyncpg fails to parse the URL with ValueError(\"invalid literal for int() "
-    "with base 10: '<password>'\"), which worker/service.py connect_store does not catch (not in DB_ERRORS): "
-    "the traceback on stderr shows the password. config.py should parse the URL (urlsplit(...).port, "
-    "hostname) and say 'DATABASE_URL is not a valid URL (percent-encode special characters in the password)'"))
 def test_a_password_that_breaks_the_url_is_not_printed():
     done = _run_cli(secret_env(DATABASE_URL=f"postgresql://rating:{DB_PASSWORD}#x@127.0.0.1:1/ratings"))
     assert done.returncode != 0
