@@ -12,6 +12,8 @@ At the end (the stream stopped, everything applied and published, or a deadline)
 - the worker's RSS (VmRSS from /proc/PID/status, every 2 s) over time: first / last / max per process
   (a restart starts a new process; "first" is 20 s in, once caches and connections are up) and a
   sample every 30 s; it must stay flat;
+- every 30 s, besides progress and RSS, the worker's own view of its batches (from its /metrics:
+  how many, their mean size and consume-to-offset-commit time);
 - the consistency check of tests/integration/test_faults.py: each game applied once (processed ids,
   two history rows per game, versions 1..n without gaps, ratings.games = version = n, each player's
   number of games), every change published at least once and nothing else published, the outbox empty.
@@ -33,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -55,6 +58,35 @@ FAULTS = [f.strip() for f in os.environ.get("BENCH_SOAK_FAULTS", "cut,cut,kill")
 CUT_S = float(os.environ.get("BENCH_SOAK_CUT_S", "5"))
 BATCH = int(os.environ.get("BENCH_SOAK_BATCH", "1000"))
 TAG = "soak"
+
+
+class ThreadedProxy:
+    """The TcpProxy on an event loop of its own, in a thread: the PostgreSQL traffic it carries does not
+    wait for this process's producer and consumer (the latency measured is the worker's)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="soak-proxy", daemon=True)
+        self.thread.start()
+        self.proxy = self._call(TcpProxy(host, port).start())
+
+    def _call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    @property
+    def address(self) -> str:
+        return self.proxy.address
+
+    def cut(self) -> None:
+        self.loop.call_soon_threadsafe(self.proxy.cut)
+
+    def restore(self) -> None:
+        self.loop.call_soon_threadsafe(self.proxy.restore)
+
+    def stop(self) -> None:
+        self._call(self.proxy.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
 
 
 class Worker:
@@ -100,6 +132,25 @@ async def _fresh_db(pg, name: str) -> str:
     url = pg.url.rsplit("/", 1)[0] + "/" + name
     await migrate(url)
     return url
+
+
+def _batch_metrics(port: int) -> tuple[float, float, float]:
+    """(batches, their seconds, their messages) from the worker's /metrics; zeros when unreachable."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return 0.0, 0.0, 0.0
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("rating_worker_batch_duration_seconds_count", "rating_worker_batch_duration_seconds_sum",
+                    "rating_worker_batch_size_sum"):
+            values[name] = float(value)
+    return (values.get("rating_worker_batch_duration_seconds_count", 0.0),
+            values.get("rating_worker_batch_duration_seconds_sum", 0.0), values.get("rating_worker_batch_size_sum", 0.0))
 
 
 async def _wait_for_member(bootstrap: str, group: str, timeout: float = 60) -> None:
@@ -186,13 +237,14 @@ async def _soak(pg, broker, log: Path) -> int:
     url = await _fresh_db(pg, f"bench_{TAG}")
     host_port = url.split("@", 1)[1].split("/", 1)[0]
     host, port = host_port.rsplit(":", 1)
-    proxy = await TcpProxy(host, int(port)).start()
+    proxy = ThreadedProxy(host, int(port))
     bootstrap = broker.bootstrap_servers
     topics = {f"in-{TAG}": 3, f"out-{TAG}": 3, f"dlq-{TAG}": 1}
     await devservices.create_topics(bootstrap, topics)
+    metrics_port = devservices.free_port()  # the same after each restart
     env = {"DATABASE_URL": url.replace(host_port, proxy.address), "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
            "KAFKA_INPUT_TOPICS": f"in-{TAG}", "KAFKA_OUTPUT_TOPIC": f"out-{TAG}", "KAFKA_DLQ_TOPIC": f"dlq-{TAG}",
-           "KAFKA_GROUP_ID": f"g-{TAG}", "METRICS_PORT": "0", "LOG_LEVEL": "WARNING", "BATCH_SIZE": str(BATCH),
+           "KAFKA_GROUP_ID": f"g-{TAG}", "METRICS_PORT": str(metrics_port), "METRICS_HOST": "127.0.0.1", "LOG_LEVEL": "WARNING", "BATCH_SIZE": str(BATCH),
            "RETRY_BACKOFF_MAX_S": "1", "RELAY_INTERVAL_S": "1", "RELAY_MIN_AGE_S": "2",
            # quick rejoins after a kill (Tansu holds a JoinGroup for about half the session timeout)
            "KAFKA_SESSION_TIMEOUT_MS": "2000", "KAFKA_HEARTBEAT_INTERVAL_MS": "300"}
@@ -264,7 +316,7 @@ async def _soak(pg, broker, log: Path) -> int:
             k += 1
 
     async def monitor(conn) -> None:
-        last_print = 0.0
+        last_print, last_batches = 0.0, (0.0, 0.0, 0.0)
         while True:
             t = time.perf_counter() - t0
             worker.sample_rss(t)
@@ -272,8 +324,16 @@ async def _soak(pg, broker, log: Path) -> int:
             processed_samples.append((t, n))
             if t - last_print >= 30:
                 rss = worker.rss[-1][2] // 1024 if worker.rss else 0
+                # the worker's own view of its batches since the last line (its counters restart with it)
+                batches = await asyncio.to_thread(_batch_metrics, metrics_port)
+                if batches[0] < last_batches[0]:  # restarted: its counters started again from zero
+                    last_batches = (0.0, 0.0, 0.0)
+                count, seconds, size = (b - a for a, b in zip(last_batches, batches, strict=True))
+                seen = (f"{count:.0f} batches of {size / count:.0f} messages, {seconds / count * 1000:.0f} ms each"
+                        if count > 0 else "no batch")
+                last_batches = batches
                 print(f"  {t:6.1f} s: {len(sent)} sent, {n} applied, {len(first_seen)} with a change seen, "
-                      f"worker RSS {rss} MiB", flush=True)
+                      f"worker RSS {rss} MiB; {seen}", flush=True)
                 last_print = t
             await asyncio.sleep(2.0)
 
@@ -304,7 +364,7 @@ async def _soak(pg, broker, log: Path) -> int:
         await producer.stop()
         await consumer.stop()
     code = await worker.stop()
-    await proxy.stop()
+    proxy.stop()
     problems = await consistency(url, values, published)
     if code != 0:
         problems.append(f"the worker exited with {code} on SIGTERM")
@@ -333,6 +393,13 @@ def _report(values, sent, first_seen, faults, processed_samples, worker, t0, sen
     if calm:
         print(f"soak: the {len(calm)} games sent away from faults (not within 1 s before to 15 s after one): "
               f"p50 {statistics.median(calm):.0f} ms, p99 {_percentile(calm, 0.99):.0f} ms, max {calm[-1]:.0f} ms")
+    per_minute = []
+    for minute in range(int(max(sent.values()) - t0) // 60 + 1):
+        window = sorted((first_seen[k] - t) * 1000 for k, t in sent.items()
+                        if k in first_seen and minute * 60 <= t - t0 < (minute + 1) * 60)
+        if window:
+            per_minute.append(f"{minute}:{statistics.median(window):.0f}/{_percentile(window, 0.99):.0f}")
+    print("soak: latency per minute of sending (minute:p50/p99 ms): " + " ".join(per_minute))
     by_pid: dict[int, list[tuple[float, int]]] = {}
     for t, pid, kb in worker.rss:
         by_pid.setdefault(pid, []).append((t, kb))
