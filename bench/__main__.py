@@ -1,11 +1,11 @@
-"""`./dev bench [throughput|latency|engine|marathon|puzzles|chesstempo|leaderboard|imports|naive|scale|mixed|horizontal|suite|all]`: the numbers in the README."""
+"""`./dev bench [throughput|latency|engine|marathon|puzzles|chesstempo|leaderboard|imports|soak|naive|scale|mixed|horizontal|suite|all]`: the numbers in the README."""
 
 import asyncio
 import sys
 
 from bench import engine, imports, leaderboard, pipeline, suite
 
-NAMES = ("engine", "throughput", "latency", "pipeline", "marathon", "puzzles", "chesstempo", "leaderboard", "imports",
+NAMES = ("engine", "throughput", "latency", "pipeline", "marathon", "puzzles", "chesstempo", "leaderboard", "imports", "soak",
          "naive", "scale", "mixed", "horizontal", "suite", "all")
 
 
@@ -21,6 +21,10 @@ def main(argv: list[str]) -> int:
         leaderboard.main()
     if what == "imports":
         asyncio.run(imports.main())
+    if what == "soak":
+        from bench import soak
+
+        return soak.main()
     if what in ("naive", "scale", "mixed", "horizontal", "suite"):
         asyncio.run(suite.main(what))
     if what in ("throughput", "latency", "pipeline", "marathon", "puzzles", "chesstempo", "all"):
