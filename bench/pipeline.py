@@ -100,8 +100,18 @@ async def throughput(pg, broker, log: Path, batch_size: int = 1000, values: list
     await _produce_any(broker.bootstrap_servers, f"in-{tag}", values)
     spawned = time.perf_counter()
     proc = _worker(_env(url, broker.bootstrap_servers, tag, batch_size=batch_size, **settings), log)
+    try:
+        return await until_processed(url, total, [proc], "throughput", spawned, log)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+
+
+async def until_processed(url: str, total: int, procs, label: str, spawned: float, log: Path) -> float:
+    """Wait until `total` messages are processed, printing progress; messages/s from the first batch's
+    commit to the last (start-up excluded), or since `spawned` when everything came in one batch."""
     conn = await asyncpg.connect(url)
-    first = None
+    first = n_first = None
     last_print = 0.0
     try:
         while True:
@@ -110,20 +120,15 @@ async def throughput(pg, broker, log: Path, batch_size: int = 1000, values: list
             if n and first is None:
                 first, n_first = now, n
             if now - last_print > 2:
-                print(f"  throughput: {n}/{total} processed", flush=True)
+                print(f"  {label}: {n}/{total} processed", flush=True)
                 last_print = now
             if n >= total:
-                break
-            if proc.poll() is not None:
-                raise RuntimeError(f"worker exited with {proc.returncode}, see {log}")
+                return (total - n_first) / (now - first) if n_first < total else total / (now - spawned)
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"a worker exited, see {log}")
             await asyncio.sleep(0.05)
-        # Everything in one batch (a run smaller than a batch): only the time since start is left.
-        rate = (total - n_first) / (now - first) if n_first < total else total / (now - spawned)
     finally:
         await conn.close()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
-    return rate
 
 
 async def latency(pg, broker, log: Path) -> tuple[float, float, int]:

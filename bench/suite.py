@@ -16,7 +16,6 @@ population (1,000,000). A progress line is printed while each figure runs.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import signal
@@ -25,7 +24,17 @@ from pathlib import Path
 
 import asyncpg
 
-from bench.pipeline import GAMES, PG_SETTINGS, PLAYERS, _env, _fresh_db, _produce_any, _worker, throughput
+from bench.pipeline import (
+    GAMES,
+    PG_SETTINGS,
+    PLAYERS,
+    _env,
+    _fresh_db,
+    _produce_any,
+    _worker,
+    throughput,
+    until_processed,
+)
 from tests.streams import chesstempo_attempts, games, puzzle_attempts, turbo_events, uscf_events
 from worker import devservices
 
@@ -116,37 +125,16 @@ async def horizontal(pg, broker, log: Path) -> None:
         await _produce_any(broker.bootstrap_servers, f"in-{tag}", values)
         env = _env(url, broker.bootstrap_servers, tag, batch_size=5000, db_pool_size=5, max_inflight_batches=3,
                    kafka_session_timeout_ms=6000, kafka_heartbeat_interval_ms=500)
+        spawned = time.perf_counter()
         procs = [_worker(env, log) for _ in range(workers)]
         try:
-            rate = await _until_processed(url, len(values), procs, f"horizontal {workers}")
+            rate = await until_processed(url, len(values), procs, f"horizontal {workers}", spawned, log)
         finally:
             for p in procs:
                 p.send_signal(signal.SIGTERM)
             for p in procs:
                 p.wait(60)
         print(f"horizontal: {workers} worker process(es), 6 partitions: {rate:,.0f} games/s", flush=True)
-
-
-async def _until_processed(url: str, total: int, procs, label: str) -> float:
-    conn = await asyncpg.connect(url)
-    first = n_first = None
-    last_print = 0.0
-    try:
-        while True:
-            n = await conn.fetchval("SELECT count(*) FROM processed_messages")
-            now = time.perf_counter()
-            if n and first is None:
-                first, n_first = now, n
-            if now - last_print > 2:
-                print(f"  {label}: {n}/{total} processed", flush=True)
-                last_print = now
-            if n >= total:
-                return (total - n_first) / (now - first)
-            if any(p.poll() is not None for p in procs):
-                raise RuntimeError(f"a worker exited, see {procs[0].args} log")
-            await asyncio.sleep(0.05)
-    finally:
-        await conn.close()
 
 
 async def main(what: str) -> None:
