@@ -51,6 +51,7 @@ from typing import Any
 import fastjsonschema
 import orjson
 
+from worker.fastcheck import DATA_CHECKS, envelope_surely_valid
 from worker.ratings.inputs import (
     AccountClosed,
     EventFinished,
@@ -575,8 +576,8 @@ _BUILDERS = {
     "account.closed": _closed,
     "rating.imported": _imported,
 }
-# type -> (data validator, payload builder)
-_TYPES = {t: (_compile(t), _BUILDERS[t]) for t in INPUT_TYPES}
+# type -> (data validator, payload builder, hand-written check of the usual shape or None)
+_TYPES = {t: (_compile(t), _BUILDERS[t], DATA_CHECKS.get(t)) for t in INPUT_TYPES}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -674,10 +675,11 @@ def decode(value: bytes | None, max_bytes: int = MAX_BYTES) -> Message:
     nul = (b"\\u0000" if value.__class__ is not str else "\\u0000") in value
     if event.__class__ is not dict:
         raise BadMessage("invalid_envelope", f"envelope: must be a JSON object, not {_show(event)}")
-    try:
-        _ENVELOPE(event)
-    except _SchemaError as exc:
-        raise BadMessage("invalid_envelope", _schema_reason(exc, "")) from None
+    if not envelope_surely_valid(event):
+        try:
+            _ENVELOPE(event)
+        except _SchemaError as exc:
+            raise BadMessage("invalid_envelope", _schema_reason(exc, "")) from None
     type_ = event["type"]
     entry = _TYPES.get(type_)
     if entry is None:
@@ -703,12 +705,13 @@ def decode(value: bytes | None, max_bytes: int = MAX_BYTES) -> Message:
             raise BadMessage(
                 "invalid_envelope", f"time: must not be before {_MIN_TIME_TEXT} (got {envelope_text})"
             )
-    validate, build = entry
+    validate, build, surely_valid = entry
     data = event["data"]
-    try:
-        validate(data)
-    except _SchemaError as exc:
-        raise BadMessage("invalid_data", _schema_reason(exc, "data")) from None
+    if surely_valid is None or not surely_valid(data):
+        try:
+            validate(data)
+        except _SchemaError as exc:
+            raise BadMessage("invalid_data", _schema_reason(exc, "data")) from None
     if nul:
         _reject_nul(event)
     payload, cause_at, cause_time, ref = build(data)
