@@ -53,6 +53,11 @@ class Metrics:
         )
         self.dead_letters = Counter("rating_worker_dead_letters", "Messages sent to the DLQ", ["error_class"], registry=r)
         self.ready = Gauge("rating_worker_ready", "1 while the worker can make progress", registry=r)
+        self.offsets_went_back = Counter(
+            "rating_worker_offsets_went_back", "Partitions that handed out records below an offset this worker "
+            "had committed (the broker lost its data or the group's offsets, or they were reset)", ["topic"],
+            registry=r,
+        )
 
 
 class HealthServer:

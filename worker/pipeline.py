@@ -67,19 +67,6 @@ def fault_from_env() -> tuple[str, int] | None:
     return point, int(n or "1")
 
 
-def offsets_went_back_counter(metrics: Metrics):
-    """rating_worker_offsets_went_back_total{topic}, registered once per Metrics. Kept here until
-    worker.observability.Metrics declares it (then this just returns that one)."""
-    counter = getattr(metrics, "offsets_went_back", None)
-    if counter is None:
-        from prometheus_client import Counter as PromCounter
-
-        counter = metrics.offsets_went_back = PromCounter(
-            "rating_worker_offsets_went_back", "Partitions that handed out records below an offset this worker "
-            "had committed (broker data loss or a manual reset)", ["topic"], registry=metrics.registry)
-    return counter
-
-
 class Stopping(Exception):
     """Raised inside a retry loop when shutdown was asked for: the batch in hand is abandoned, uncommitted."""
 
@@ -199,7 +186,9 @@ class Pipeline:
         # The offsets this process committed: a partition that hands out records below them has lost
         # its data (a broker that lost its log or the group's offsets) or was reset by hand.
         self._committed: dict[TopicPartition, int] = {}
-        self._went_back = offsets_went_back_counter(metrics)
+        # A series at 0 for every input topic from the start, so that the first fall is an increase.
+        for topic in config.kafka_input_topics:
+            metrics.offsets_went_back.labels(topic)
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -582,7 +571,7 @@ class Pipeline:
         log(logger, logging.ERROR, "partition went back below an offset this worker committed: the broker lost "
             "its data or the group's offsets, or they were reset; messages already applied will be skipped",
             topic=tp.topic, partition=tp.partition, committed=self._committed[tp], fetched=offset)
-        self._went_back.labels(tp.topic).inc()
+        self.metrics.offsets_went_back.labels(tp.topic).inc()
         self._committed[tp] = offset  # once per fall, not once per batch while it catches up
 
     # ---- outbox relay, lag ---------------------------------------------------------------------

@@ -172,6 +172,7 @@ def test_the_issue_s_alerts_exist_with_a_severity_and_a_summary():
         "RatingWorkerDatabaseRetries": "rating_worker_db_retries_total",
         "RatingWorkerNoProgress": "rating_worker_batch_size_count",
         "RatingWorkerDown": "up",
+        "RatingWorkerOffsetsWentBack": "rating_worker_offsets_went_back_total",
     }
     for name, metric in wanted.items():
         assert name in alerts, name
@@ -179,3 +180,16 @@ def test_the_issue_s_alerts_exist_with_a_severity_and_a_summary():
     for name, rule in alerts.items():
         assert rule["labels"]["severity"] in ("warning", "critical"), name
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], name
+
+
+def test_offsets_that_went_back_page_and_point_to_the_runbook():
+    """The broker lost data (or the group's offsets were reset): a page, with the operator's steps,
+    on a metric the worker declares (a panel too: test_every_metric_the_worker_exports_is_on_the_dashboard)."""
+    assert "rating_worker_offsets_went_back_total" in exported_series()
+    alert = {r["alert"]: r for r in _rules() if "alert" in r}["RatingWorkerOffsetsWentBack"]
+    assert alert["labels"]["severity"] == "critical"
+    assert "for" not in alert, "any fall pages at once"
+    assert "docs/operations.md" in alert["annotations"]["description"]
+    assert "After a broker loses its data" in alert["annotations"]["description"]
+    used = set().union(*(parse(expr).names for _, expr in dashboard_queries()))
+    assert "rating_worker_offsets_went_back_total" in used

@@ -49,6 +49,12 @@ MUTATIONS = {
     "unsupported messages alert": ('{error_class!="unsupported"}[10m]', "[10m]"),
     "no-progress ignores the lag": ("sum by (job) (rating_worker:consumer_lag:sum) > 0",
                                     "sum by (job) (rating_worker:consumer_lag:sum) >= 0"),
+    "a fall of offsets is missed unless its series is new": (
+        "          or\n          sum by (job, topic) (\n", "          and\n          sum by (job, topic) (\n"),
+    "a worker's start (its series at 0) pages as a fall of offsets": (
+        "            rating_worker_offsets_went_back_total > 0\n", "            rating_worker_offsets_went_back_total >= 0\n"),
+    "the offsets page ends after 5 minutes instead of an hour": (
+        "increase(rating_worker_offsets_went_back_total[1h])", "increase(rating_worker_offsets_went_back_total[5m])"),
 }
 
 
