@@ -87,6 +87,9 @@ def test_configuration_comes_from_the_environment_and_secrets():
     env = {**{k: str(v) for k, v in data.items()}, **m["SecretExample"]["stringData"]}
     cfg = config_mod.load(env=env)
     assert cfg.db_pool_size >= cfg.max_inflight_batches + 2
+    # the watchdog is set where an operator sees it, on, and left to the Deployment to restart the pod
+    assert "WATCHDOG_TIMEOUT_S" in data and cfg.watchdog_timeout_s > cfg.db_command_timeout_s
+    assert m["Deployment"]["spec"]["template"]["spec"].get("restartPolicy", "Always") == "Always"
     # mounted files named in the settings are mounted
     mounts = [v["mountPath"] for v in c["volumeMounts"]]
     for name in ("KAFKA_SSL_CAFILE", "KAFKA_SSL_CERTFILE", "KAFKA_SSL_KEYFILE"):
