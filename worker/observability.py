@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 import orjson
 from prometheus_client import (
@@ -132,9 +134,61 @@ class TextFormatter(logging.Formatter):
         return super().format(record) + "".join(f" {k}={v}" for k, v in fields.items())
 
 
+class RepeatLimiter(logging.Filter):
+    """Rate-limits the repeated records of noisy libraries' loggers (aiokafka logs an ERROR for every failed
+    connection and metadata attempt, several a second, for as long as a broker is unreachable).
+
+    Per message template - the logger, the level and the format string before its arguments, so that
+    "Unable connect to node with id %s: %s" is one template whatever the node and the error - the first
+    record passes; after it at most one per `interval_s`, carrying the field `suppressed`: how many records
+    of the template were dropped since the last one that passed. Records of other loggers (ours) pass
+    untouched. The records dropped after the last one that passed are not reported (nothing is logged by
+    a timer)."""
+
+    def __init__(self, prefixes: tuple[str, ...] = ("aiokafka",), interval_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic, max_templates: int = 1000) -> None:
+        super().__init__()
+        self.prefixes = prefixes
+        self.interval_s = interval_s
+        self.max_templates = max_templates
+        self._clock = clock
+        self._templates: dict[tuple, list] = {}  # template -> [when one last passed, dropped since]
+        self._lock = threading.Lock()
+
+    def _limited(self, name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in self.prefixes)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._limited(record.name):
+            return True
+        key = (record.name, record.levelno, str(record.msg))
+        now = self._clock()
+        with self._lock:
+            seen = self._templates.get(key)
+            if seen is not None and now - seen[0] < self.interval_s:
+                seen[1] += 1
+                return False
+            suppressed = seen[1] if seen is not None else 0
+            if seen is None and len(self._templates) >= self.max_templates:
+                self._forget(now)
+            self._templates[key] = [now, 0]
+        if suppressed:
+            record.fields = {**(getattr(record, "fields", None) or {}), "suppressed": suppressed}
+        return True
+
+    def _forget(self, now: float) -> None:
+        """Keep the table bounded: drop the templates whose window is over, or all of them."""
+        for key in [k for k, (t, _) in self._templates.items() if now - t >= self.interval_s]:
+            del self._templates[key]
+        if len(self._templates) >= self.max_templates:
+            self._templates.clear()
+
+
 def setup_logging(level: str = "INFO", json: bool = True) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json else TextFormatter())
+    # On the handler, not on the "aiokafka" logger: a logger's filters do not see its children's records.
+    handler.addFilter(RepeatLimiter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
