@@ -20,6 +20,9 @@ from prometheus_client import (
 )
 
 
+_logger = logging.getLogger("rating_worker.readiness")
+
+
 class Metrics:
     """The worker's metrics, in their own registry so that tests can run several workers in one process."""
 
@@ -62,13 +65,58 @@ class Metrics:
         )
 
 
-class HealthServer:
-    """A tiny HTTP/1.0 server: /metrics, /healthz (process alive), /readyz (database and broker usable)."""
+class Readiness:
+    """Whether the worker can make progress: ready while nothing reports a problem.
 
-    def __init__(self, metrics: Metrics, host: str, port: int) -> None:
+    Readiness has several sources - a batch retrying after database errors, a broker operation retrying,
+    the periodic broker probe, the start-up - and each reports its own reason while it fails and takes it
+    back when it recovers, so that one source's recovery never hides another's failure: ready is the empty
+    set of reasons. A reason names one failing thing (e.g. "database: batch 12", "broker: probe"); two
+    things that fail at once use two reasons. `rating_worker_ready` and /readyz follow it."""
+
+    def __init__(self, metrics: Metrics, reasons: tuple[str, ...] = ("starting",)) -> None:
+        self._metrics = metrics
+        self._reasons: dict[str, None] = dict.fromkeys(reasons)  # a set that keeps the order of arrival
+        self._metrics.ready.set(0 if self._reasons else 1)
+
+    @property
+    def ready(self) -> bool:
+        return not self._reasons
+
+    @property
+    def reasons(self) -> list[str]:
+        return list(self._reasons)
+
+    def fail(self, reason: str) -> bool:
+        """`reason` is failing now; True if that is news."""
+        if reason in self._reasons:
+            return False
+        was_ready = self.ready
+        self._reasons[reason] = None
+        if was_ready:
+            self._metrics.ready.set(0)
+            log(_logger, logging.WARNING, "not ready", reasons=self.reasons)
+        return True
+
+    def recover(self, reason: str) -> bool:
+        """`reason` works again (or never failed); True if it had been failing."""
+        if reason not in self._reasons:
+            return False
+        del self._reasons[reason]
+        if self.ready:
+            self._metrics.ready.set(1)
+            log(_logger, logging.INFO, "ready", recovered=reason)
+        return True
+
+
+class HealthServer:
+    """A tiny HTTP/1.0 server: /metrics, /healthz (process alive), /readyz (database and broker usable;
+    503 names the reasons)."""
+
+    def __init__(self, metrics: Metrics, host: str, port: int, readiness: Readiness | None = None) -> None:
         self.metrics = metrics
         self.host, self.port = host, port
-        self.is_ready = False
+        self.readiness = readiness or Readiness(metrics)
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
@@ -80,10 +128,6 @@ class HealthServer:
             self._server.close()
             await self._server.wait_closed()
 
-    def set_ready(self, ready: bool) -> None:
-        self.is_ready = ready
-        self.metrics.ready.set(1 if ready else 0)
-
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             line = await asyncio.wait_for(reader.readline(), 5)
@@ -93,9 +137,9 @@ class HealthServer:
             elif path.startswith("/healthz"):
                 status, ctype, body = "200 OK", "text/plain", b"ok\n"
             elif path.startswith("/readyz"):
-                ok = self.is_ready
-                status = "200 OK" if ok else "503 Service Unavailable"
-                ctype, body = "text/plain", b"ready\n" if ok else b"not ready\n"
+                reasons = self.readiness.reasons
+                status = "503 Service Unavailable" if reasons else "200 OK"
+                ctype, body = "text/plain", f"not ready: {', '.join(reasons)}\n".encode() if reasons else b"ready\n"
             else:
                 status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
             head = f"HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n"

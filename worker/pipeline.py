@@ -28,7 +28,7 @@ from aiokafka.partitioner import murmur2
 from worker.config import Config, kafka_security
 from worker.engine import BatchResult, Plan, apply_batch, plan_batch, system_for
 from worker.messages import BadMessage, decode
-from worker.observability import HealthServer, Metrics, log
+from worker.observability import HealthServer, Metrics, Readiness, log
 from worker.store.base import ChangeRecord, StateStore
 
 logger = logging.getLogger("rating_worker.pipeline")
@@ -50,6 +50,13 @@ def is_transient(exc: BaseException) -> bool:
 
 
 FAULT_POINTS = ("kill_after_commit", "kill_after_publish")
+
+# The broker probe: a metadata request every BROKER_PROBE_INTERVAL_S, given BROKER_PROBE_TIMEOUT_S to be
+# answered. aiokafka keeps a fetch that cannot reach the broker to itself, so without it an idle worker
+# (or one waiting in a publish) would look ready through a whole broker outage.
+BROKER_PROBE_INTERVAL_S = 5.0
+BROKER_PROBE_TIMEOUT_S = 5.0
+BROKER_PROBE = "broker: probe"
 
 
 def fault_from_env() -> tuple[str, int] | None:
@@ -90,6 +97,7 @@ class _Batch:
         self.prev = prev
         self.good, self.dead, self.offsets, self.started = good, dead, offsets, started
         self.attempt = 0
+        self.seq = 0  # its number in this process, for its readiness reason
         self.locked = self.failed = self.committed = self.abandoned = False
         self.plan: Plan | None = None
         self.records: list = []  # the Kafka records of `good`, for dead-lettering a message that fails
@@ -168,6 +176,9 @@ class Pipeline:
         self.store = store
         self.metrics = metrics
         self.health = health
+        # Shared with /readyz when there is a health server; "starting" until start() has connected.
+        self.readiness = health.readiness if health is not None else Readiness(metrics)
+        self._launched = 0
         self._complete_lock = asyncio.Lock()
         self._inflight: deque[_Batch] = deque()
         self._last: _Batch | None = None
@@ -224,7 +235,7 @@ class Pipeline:
         await self._retry_broker("start producer", self.producer.start)
         await self._retry_broker("start consumer", self.consumer.start)
         self.consumer.subscribe(list(c.kafka_input_topics), listener=_FinishBatchesBeforeRevoke(self))
-        self._set_ready(True)
+        self.readiness.recover("starting")
         log(logger, logging.INFO, "worker started", topics=list(c.kafka_input_topics), group=c.kafka_group_id)
 
     async def close(self) -> None:
@@ -240,8 +251,9 @@ class Pipeline:
                 log(logger, logging.WARNING, "producer stop failed", error=repr(exc))
 
     async def run(self) -> None:
-        """Consume until `stop()`. Background: the outbox relay and the lag gauges."""
-        helpers = [asyncio.create_task(self._relay_loop()), asyncio.create_task(self._lag_loop())]
+        """Consume until `stop()`. Background: the outbox relay, the lag gauges and the broker probe."""
+        helpers = [asyncio.create_task(self._relay_loop()), asyncio.create_task(self._lag_loop()),
+                   asyncio.create_task(self._broker_probe_loop())]
         try:
             while not self._stopping.is_set():
                 await self._complete_finished()
@@ -254,10 +266,11 @@ class Pipeline:
                     records = await self.consumer.getmany(timeout_ms=wait, max_records=self.config.batch_size)
                 except KafkaError as exc:
                     self.metrics.broker_retries.inc()
-                    self._set_ready(False)
+                    self.readiness.fail("broker: fetch")
                     log(logger, logging.WARNING, "fetch failed, retrying", error=repr(exc))
                     await self._sleep(1.0)
                     continue
+                self.readiness.recover("broker: fetch")
                 if records:
                     await self._launch(records)
                 elif self._inflight:
@@ -313,6 +326,8 @@ class Pipeline:
         # let the next batch overtake the one before it. Its offsets still commit in batch order.
         batch = _Batch(self._last if good else None, good, dead, offsets, started)
         batch.records = good_records
+        self._launched += 1
+        batch.seq = self._launched
         if good:
             self._last = batch
         batch.task = asyncio.create_task(self._apply(batch))
@@ -339,6 +354,13 @@ class Pipeline:
             b.planned.set()
             b.notify()
             return BatchResult()
+        reason = f"database: batch {b.seq}"
+        try:
+            return await self._apply_with_retries(b, reason)
+        finally:
+            self.readiness.recover(reason)
+
+    async def _apply_with_retries(self, b: _Batch, reason: str) -> BatchResult:
         await self._plan(b)
         delay = 0.1
         while True:
@@ -361,7 +383,7 @@ class Pipeline:
                         first=f"{b.good[0].source} {b.good[0].id}", last=f"{b.good[-1].source} {b.good[-1].id}")
                     raise
                 self.metrics.db_retries.inc()
-                self._set_ready(False)
+                self.readiness.fail(reason)
                 log(logger, logging.WARNING, "batch rolled back, retrying", error=repr(exc), retry_in_s=delay,
                     messages=len(b.good))
                 if self._stopping.is_set():
@@ -373,7 +395,6 @@ class Pipeline:
             b.release()
             b.notify()
             if delay > 0.1:
-                self._set_ready(True)
                 log(logger, logging.INFO, "database reachable again, batch applied", messages=len(b.good))
             return result
 
@@ -623,13 +644,27 @@ class Pipeline:
                 pass
             await self._sleep(5.0)
 
-    # ---- retries -------------------------------------------------------------------------------
+    async def probe_broker(self, timeout_s: float = BROKER_PROBE_TIMEOUT_S) -> bool:
+        """One metadata request (the cluster's brokers and topics, answered by any broker); not ready
+        while it fails or goes unanswered for `timeout_s`, ready again (as far as the probe goes) once it
+        is answered. True when it was."""
+        try:
+            await asyncio.wait_for(self.consumer.topics(), timeout_s)
+        except Exception as exc:  # noqa: BLE001 - whatever stops the request, the broker is not usable
+            if self.readiness.fail(BROKER_PROBE):
+                log(logger, logging.WARNING, "broker not answering a metadata request: not ready until it does",
+                    error=repr(exc), timeout_s=timeout_s)
+            return False
+        if self.readiness.recover(BROKER_PROBE):
+            log(logger, logging.INFO, "broker answering again")
+        return True
 
-    def _set_ready(self, ready: bool) -> None:
-        if self.health is not None:
-            self.health.set_ready(ready)
-        else:
-            self.metrics.ready.set(1 if ready else 0)
+    async def _broker_probe_loop(self) -> None:
+        while not self._stopping.is_set():
+            await self.probe_broker()
+            await self._sleep(BROKER_PROBE_INTERVAL_S)
+
+    # ---- retries -------------------------------------------------------------------------------
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -637,29 +672,33 @@ class Pipeline:
         except TimeoutError:
             pass
 
-    async def _retry(self, what: str, action: Callable[[], Awaitable[T]], errors, counter) -> T:
-        """Retry a transient failure with capped exponential backoff; not ready meanwhile."""
+    async def _retry(self, what: str, action: Callable[[], Awaitable[T]], errors, counter, source: str) -> T:
+        """Retry a transient failure with capped exponential backoff; not ready meanwhile (the reason
+        "<source>: <what>": no two retries of the same `what` run at once)."""
+        reason = f"{source}: {what}"
         delay = 0.1
-        while True:
-            try:
-                result = await action()
-                if delay > 0.1:
-                    self._set_ready(True)
-                    log(logger, logging.INFO, f"{what}: recovered")
-                return result
-            except errors as exc:
-                if isinstance(exc, CommitFailedError | IllegalStateError):
-                    raise
-                counter.inc()
-                self._set_ready(False)
-                log(logger, logging.WARNING, f"{what} failed, retrying", error=repr(exc), retry_in_s=delay)
-                if self._stopping.is_set():
-                    raise Stopping() from exc
-                await self._sleep(delay)
-                delay = min(delay * 2, self.config.retry_backoff_max_s)
+        try:
+            while True:
+                try:
+                    result = await action()
+                    if delay > 0.1:
+                        log(logger, logging.INFO, f"{what}: recovered")
+                    return result
+                except errors as exc:
+                    if isinstance(exc, CommitFailedError | IllegalStateError):
+                        raise
+                    counter.inc()
+                    self.readiness.fail(reason)
+                    log(logger, logging.WARNING, f"{what} failed, retrying", error=repr(exc), retry_in_s=delay)
+                    if self._stopping.is_set():
+                        raise Stopping() from exc
+                    await self._sleep(delay)
+                    delay = min(delay * 2, self.config.retry_backoff_max_s)
+        finally:
+            self.readiness.recover(reason)
 
     async def _retry_db(self, what: str, action: Callable[[], Awaitable[T]]) -> T:
-        return await self._retry(what, action, DB_ERRORS, self.metrics.db_retries)
+        return await self._retry(what, action, DB_ERRORS, self.metrics.db_retries, "database")
 
     async def _retry_broker(self, what: str, action: Callable[[], Awaitable[T]]) -> T:
-        return await self._retry(what, action, (KafkaError,), self.metrics.broker_retries)
+        return await self._retry(what, action, (KafkaError,), self.metrics.broker_retries, "broker")

@@ -15,6 +15,10 @@ pause and restart tests start their own broker as well (they stop or empty it).
 
 `FAULTS_BROKER_PAUSE_S` sets how long the broker stays paused (20 s by default, to keep CI short;
 `FAULTS_BROKER_PAUSE_S=60` for the minute of issue 9).
+
+Readiness: a database cut, a broker cut (idle or mid-stream) and a paused broker each turn /readyz to 503
+within a bound (the broker probe: a metadata request every 5 s, given 5 s), naming the failing side only,
+and back to 200 afterwards.
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ from worker.observability import Metrics
 from worker.service import WATCHDOG_EXIT_CODE
 
 BROKER_PAUSE_S = float(os.environ.get("FAULTS_BROKER_PAUSE_S", "20"))
+# How long /readyz may take to notice the broker gone: the probe runs every 5 s and waits 5 s for an
+# answer (a refused connection fails at once). Well below the 30 s after which a publish gives up, so
+# these bounds fail if readiness only followed failed operations.
+BROKER_NOT_READY_WITHIN_S = 20.0
 
 
 # ---- the invariants ---------------------------------------------------------------------------------
@@ -235,11 +243,22 @@ def _http_get(port: int, path: str) -> tuple[int, str]:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
-        return exc.code, ""
+        return exc.code, exc.read().decode()
 
 
 async def readyz(port: int) -> int:
     return (await asyncio.to_thread(_http_get, port, "/readyz"))[0]
+
+
+async def wait_readyz(port: int, status: int, within: float, what: str) -> str:
+    """Poll /readyz until it answers `status` (at most `within` seconds); its body then."""
+    deadline = time.monotonic() + within
+    while True:
+        code, body = await asyncio.to_thread(_http_get, port, "/readyz")
+        if code == status:
+            return body
+        assert time.monotonic() < deadline, f"/readyz still {code} {body.strip()!r} {within:.0f} s after {what}"
+        await asyncio.sleep(0.25)
 
 
 def sample(metrics: Metrics, name: str, **labels) -> float:
@@ -280,16 +299,20 @@ async def test_database_cut_for_30s_mid_batch(database_url, broker, topics):
             await produce(broker.bootstrap_servers, topics.input, values[300:])
             await wait_until(lambda: proxy.traps_fired == 1, 60, "a batch's COMMIT")
             cut_at = time.monotonic()
-            saw_503 = False
+            body = await wait_readyz(metrics_port, 503, 10, "the database cut")
+            assert sample(metrics, "rating_worker_ready") == 0
+            bodies = {body}
             while time.monotonic() - cut_at < 30:
-                saw_503 = saw_503 or await readyz(metrics_port) == 503
+                bodies.add((await asyncio.to_thread(_http_get, metrics_port, "/readyz"))[1])
                 await asyncio.sleep(0.5)
-            assert saw_503, "/readyz kept answering 200 with the database unreachable"
+            assert all("database: batch" in b for b in bodies), f"/readyz became ready during the cut: {bodies}"
+            assert not any("broker" in b for b in bodies), f"the broker is fine, /readyz blames it: {bodies}"
             assert proxy.refused > 0, "nobody tried to reconnect during the cut"
             applied_during_cut = await wait_processed(database_url, 0)
             proxy.restore()
+            await wait_readyz(metrics_port, 200, 30, "the database came back")
             assert await wait_processed(database_url, 2000, timeout=180) == 2000
-            assert await readyz(metrics_port) == 200
+            assert await readyz(metrics_port) == 200 and sample(metrics, "rating_worker_ready") == 1
             assert applied_during_cut < 2000
     assert sample(metrics, "rating_worker_db_retries_total") >= 1
     expect = await history_ids(database_url)
@@ -345,28 +368,63 @@ async def test_slow_database_every_query_200ms(database_url, broker, topics):
 
 async def test_broker_cut_for_30s_through_a_proxy(database_url):
     """Every broker connection (the broker advertises the proxy) is reset and refused for 30 s while
-    batches are in flight: fetching, publishing and offset commits wait or retry; afterwards the worker
-    carries on, and everything committed is published once the broker is back.
-    (Not checked: /readyz. It stays 200 through a 30 s broker cut - see docs/operations.md.)"""
+    batches are in flight: fetching, publishing and offset commits wait or retry, /readyz answers 503
+    (the broker probe, well before a publish gives up); afterwards the worker carries on, /readyz is 200
+    again, and everything committed is published once the broker is back."""
     values = games(4000, players=60, seed=94)
+    metrics_port = devservices.free_port()
+    metrics = Metrics()
     async with proxied_broker() as (proxy, broker):
         bootstrap = proxy.address
         topics = await _own_topics(bootstrap, partitions=3)
         cfg = load_config(env=worker_env(database_url, _Bootstrap(bootstrap), topics, batch_size=100,
-                                         retry_backoff_max_s=1))
+                                         retry_backoff_max_s=1, metrics_port=metrics_port,
+                                         metrics_host="127.0.0.1"))
         await produce(bootstrap, topics.input, values, key_of=player_of)
-        async with running_worker(cfg):
+        async with running_worker(cfg, metrics):
             assert await wait_processed(database_url, 400) >= 400
             proxy.cut()
-            await asyncio.sleep(30)
+            cut_at = time.monotonic()
+            body = await wait_readyz(metrics_port, 503, BROKER_NOT_READY_WITHIN_S, "the broker cut")
+            assert "broker: probe" in body and sample(metrics, "rating_worker_ready") == 0
+            await asyncio.sleep(max(0.0, 30 - (time.monotonic() - cut_at)))
+            assert await readyz(metrics_port) == 503, "ready again with the broker still cut"
             during = await wait_processed(database_url, 0)
             refused = proxy.refused
             proxy.restore()
             assert refused > 0, "nobody tried to reconnect during the cut"
             assert during < 4000, "the stream was over before the cut: nothing was in flight"
+            await wait_readyz(metrics_port, 200, 60, "the broker came back")
             assert await wait_processed(database_url, 4000, timeout=180) == 4000
             expect = await history_ids(database_url)
             published = await published_ids(bootstrap, topics.output, expect)
+            assert await readyz(metrics_port) == 200 and sample(metrics, "rating_worker_ready") == 1
+    await assert_invariants(database_url, values, published)
+
+
+async def test_readyz_follows_the_broker_of_an_idle_worker(database_url):
+    """A worker with nothing to do sends the broker no request that could fail, only fetches that aiokafka
+    keeps to itself: the broker probe is what turns /readyz to 503 during a cut, and back to 200 after."""
+    values = games(200, players=20, seed=90)
+    metrics_port = devservices.free_port()
+    metrics = Metrics()
+    async with proxied_broker() as (proxy, broker):
+        bootstrap = proxy.address
+        topics = await _own_topics(bootstrap, partitions=1)
+        cfg = load_config(env=worker_env(database_url, _Bootstrap(bootstrap), topics, retry_backoff_max_s=1,
+                                         metrics_port=metrics_port, metrics_host="127.0.0.1"))
+        await produce(bootstrap, topics.input, values, key_of=player_of)
+        async with running_worker(cfg, metrics):
+            assert await wait_processed(database_url, 200) == 200
+            expect = await history_ids(database_url)
+            published = await published_ids(bootstrap, topics.output, expect)
+            await wait_readyz(metrics_port, 200, 30, "the stream was applied")
+            proxy.cut()
+            body = await wait_readyz(metrics_port, 503, BROKER_NOT_READY_WITHIN_S, "the broker cut of an idle worker")
+            assert body == "not ready: broker: probe\n" and sample(metrics, "rating_worker_ready") == 0
+            proxy.restore()
+            await wait_readyz(metrics_port, 200, 30, "the broker came back")
+            assert sample(metrics, "rating_worker_ready") == 1
     await assert_invariants(database_url, values, published)
 
 
@@ -381,19 +439,28 @@ async def _own_topics(bootstrap: str, partitions: int) -> Topics:
 
 async def test_broker_paused(database_url, own_broker, workers):
     """The broker process is stopped (SIGSTOP: connections stay open, nothing answers) for
-    FAULTS_BROKER_PAUSE_S seconds in the middle of a stream, then resumed."""
+    FAULTS_BROKER_PAUSE_S seconds in the middle of a stream, then resumed. The broker probe's
+    unanswered request turns /readyz to 503; it is 200 again once the broker answers."""
     topics = await make_topics(own_broker, partitions=3)
     values = games(4000, players=60, seed=95)
     await produce(own_broker.bootstrap_servers, topics.input, values, key_of=player_of)
-    w = workers.start(worker_env(database_url, own_broker, topics, batch_size=100, retry_backoff_max_s=1))
+    metrics_port = devservices.free_port()
+    w = workers.start(worker_env(database_url, own_broker, topics, batch_size=100, retry_backoff_max_s=1,
+                                 metrics_port=metrics_port, metrics_host="127.0.0.1"))
     assert await wait_processed(database_url, 400) >= 400
     own_broker.pause()
+    paused_at = time.monotonic()
     try:
-        await asyncio.sleep(BROKER_PAUSE_S)
+        body = await wait_readyz(metrics_port, 503, min(BROKER_NOT_READY_WITHIN_S, BROKER_PAUSE_S),
+                                 "the broker was paused")
+        assert "broker: probe" in body
+        await asyncio.sleep(max(0.0, BROKER_PAUSE_S - (time.monotonic() - paused_at)))
         during = await wait_processed(database_url, 0)
+        assert await readyz(metrics_port) == 503, "ready again with the broker still paused"
     finally:
         own_broker.resume()
     assert during < 4000, "the stream was over before the pause"
+    await wait_readyz(metrics_port, 200, 90, "the broker was resumed")
     assert await wait_processed(database_url, 4000, timeout=180) == 4000
     expect = await history_ids(database_url)
     published = await published_ids(own_broker.bootstrap_servers, topics.output, expect)
