@@ -31,6 +31,7 @@ GAMES = int(os.environ.get("BENCH_GAMES", "50000"))
 PLAYERS = int(os.environ.get("BENCH_PLAYERS", "2000"))
 LATENCY_RATE = int(os.environ.get("BENCH_RATE", "1000"))
 LATENCY_SECONDS = int(os.environ.get("BENCH_SECONDS", "20"))
+LATENCY_LINGER_MS = int(os.environ.get("BENCH_LINGER_MS", "5"))
 
 # The benchmarks' PostgreSQL: durable commits as in production (the test server runs without fsync),
 # with the usual production sizing of a dedicated server (docs/deploy.md): a buffer cache that holds
@@ -139,7 +140,8 @@ async def latency(pg, broker, log: Path) -> tuple[float, float, int]:
     consumer = AIOKafkaConsumer(f"out-{tag}", bootstrap_servers=broker.bootstrap_servers, group_id=None,
                                 auto_offset_reset="latest", fetch_max_wait_ms=10)
     await consumer.start()
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False, linger_ms=0)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False,
+                                linger_ms=LATENCY_LINGER_MS)
     await producer.start()
     total = LATENCY_RATE * LATENCY_SECONDS
     values = games(total + 200, PLAYERS, seed=4)
@@ -177,8 +179,21 @@ async def latency(pg, broker, log: Path) -> tuple[float, float, int]:
         await consumer.stop()
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
+    _print_timeline(sent, seen, start)
     lat = sorted((seen[k] - t) * 1000 for k, t in sent.items() if k in seen)
     return statistics.median(lat), lat[int(len(lat) * 0.99) - 1], len(lat)
+
+
+def _print_timeline(sent: dict[str, float], seen: dict[str, float], start: float, window: float = 5.0) -> None:
+    """p50 / p99 per window of send time: shows whether latency drifts while the rate stays the same."""
+    windows: dict[int, list[float]] = {}
+    for k, t in sent.items():
+        if k in seen:
+            windows.setdefault(int((t - start) // window), []).append((seen[k] - t) * 1000)
+    for w, lat in sorted(windows.items()):
+        lat.sort()
+        print(f"  latency {w * window:>4.0f}-{(w + 1) * window:.0f} s: p50 {statistics.median(lat):7.1f} ms, "
+              f"p99 {lat[max(0, int(len(lat) * 0.99) - 1)]:7.1f} ms ({len(lat)} games)")
 
 
 async def main(what: str) -> None:
