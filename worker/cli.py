@@ -20,8 +20,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"rating-worker: configuration error: {exc}", file=sys.stderr)
         return 2
     setup_logging(cfg.log_level)
+    from worker.runtime import tune_for_throughput
     from worker.service import run_service
     from worker.store.migrate import MigrationError
+
+    tune_for_throughput()
 
     try:
         return asyncio.run(run_service(cfg))
@@ -66,6 +69,9 @@ def _replay(args: argparse.Namespace) -> int:
             if store is not None:
                 await store.close()
 
+    from worker.runtime import tune_for_throughput
+
+    tune_for_throughput()
     try:
         asyncio.run(go())
     finally:
@@ -88,7 +94,9 @@ def _docs(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from worker.demo import run_demo
+    from worker.runtime import tune_for_throughput
 
+    tune_for_throughput()
     return asyncio.run(run_demo(args))
 
 

@@ -19,7 +19,6 @@ from prometheus_client import (
     generate_latest,
 )
 
-
 _logger = logging.getLogger("rating_worker.readiness")
 
 
