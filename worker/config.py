@@ -49,6 +49,7 @@ class Config:
     watchdog_timeout_s: float = 300.0
     kafka_session_timeout_ms: int = 10000
     kafka_heartbeat_interval_ms: int = 3000
+    kafka_fetch_max_wait_ms: int = 100
     kafka_security_protocol: str = "PLAINTEXT"
     kafka_sasl_mechanism: str = ""
     kafka_sasl_username: str = ""
@@ -96,6 +97,8 @@ HELP = {
                           "but no batch has completed for this long; 0 disables",
     "kafka_session_timeout_ms": "consumer group session timeout; a silent worker loses its partitions after it",
     "kafka_heartbeat_interval_ms": "consumer heartbeat interval (about a third of the session timeout or less)",
+    "kafka_fetch_max_wait_ms": "longest time the broker may hold a fetch waiting for records (Kafka answers as soon "
+                               "as one record is there; the embedded broker holds every fetch this long)",
     "kafka_security_protocol": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
     "kafka_sasl_mechanism": "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
     "kafka_sasl_username": "SASL user",
@@ -223,6 +226,8 @@ def validate(c: Config) -> None:
         raise ConfigError(
             f"DB_POOL_SIZE={c.db_pool_size} must be at least MAX_INFLIGHT_BATCHES + 2 "
             f"({c.max_inflight_batches + 2}): each batch in flight, the outbox relay and marking need one")
+    if not 0 <= c.kafka_fetch_max_wait_ms <= 10000:
+        raise ConfigError(f"KAFKA_FETCH_MAX_WAIT_MS={c.kafka_fetch_max_wait_ms}: must be 0..10000")
     if c.kafka_heartbeat_interval_ms >= c.kafka_session_timeout_ms:
         raise ConfigError("KAFKA_HEARTBEAT_INTERVAL_MS must be smaller than KAFKA_SESSION_TIMEOUT_MS")
     if c.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

@@ -230,6 +230,7 @@ class Pipeline:
             session_timeout_ms=c.kafka_session_timeout_ms,
             heartbeat_interval_ms=c.kafka_heartbeat_interval_ms,
             max_poll_interval_ms=600000,
+            fetch_max_wait_ms=c.kafka_fetch_max_wait_ms,
             **security,
         )
         await self._retry_broker("start producer", self.producer.start)
