@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from worker.changes import change_record
 from worker.ratings import chesskite, chesstempo, csr, fairplay, fide, imports, tsr, uscf
 from worker.ratings.inputs import GameSide, Message
-from worker.ratings.state import Outcome, RatingState, StateKey
+from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.store.base import ChangeRecord, HistoryQuery, ProcessedMessage, RatingsQuery, StateStore
 
 
@@ -160,28 +160,41 @@ class _Needs:
 
 
 @dataclass(slots=True)
-class Plan:
-    """A batch computed before its locks, and what it assumed: used only if the locked reads agree.
+class PlanOutcome:
+    """Whether a batch used its plan: decided under its locks, before its commit, at every attempt."""
 
-    The assumptions are the states of every key it read (None for a key not stored), which of its
-    message ids were already processed, and the fair-play closures of its players. States are compared whole, not by
-    version: an earlier batch whose own plan failed recomputes under its locks and writes the same
-    version numbers with other values.
+    held: bool | None = None  # None: not decided yet
+
+
+@dataclass(slots=True)
+class Plan:
+    """A batch computed before its locks, and what it assumed: used only if, under the locks, it holds.
+
+    It assumed the version of every key it read (0 for a key not stored), which of its message ids were
+    already processed, and the fair-play closures of its players. Versions are enough for what was
+    read from the database: every change of a state increments its version, so a committed (key,
+    version) has one value. Not for what it took from the plans of the batches in flight before it
+    (`built_on`): such a batch that was recomputed under its locks wrote the versions its plan
+    predicted, with other values. So a plan does not hold once one of those was not used. (That
+    batch decided before it committed, and this one checks after it committed: the keys taken from
+    its plan are its players', whose locks this batch waits for.)
     """
 
-    states: dict[StateKey, RatingState | None]  # every key read; None: not stored
+    versions: dict[StateKey, int]  # every key read -> its version (0: not stored)
     done: frozenset[tuple[str, str]]
     closed: dict[str, float]
     computed: Computed
     needs: _Needs
+    built_on: tuple[PlanOutcome, ...] = ()
+    outcome: PlanOutcome = field(default_factory=PlanOutcome)
 
-    def holds(self, loaded: dict[StateKey, RatingState], done: set, closed: dict[str, float]) -> bool:
-        """Read under the locks, the keys the plan read are exactly as it assumed."""
-        get = loaded.get
+    def assumptions_hold(self, done: set, closed: dict[str, float]) -> bool:
+        """Read under the locks: the processed ids and closures are as assumed, and every plan this one
+        was laid on was used (the stored versions are checked by the store: `versions_changed`)."""
         return (
             self.closed == closed
             and self.done == frozenset(done)
-            and all(get(k) == st for k, st in self.states.items())
+            and not any(earlier.held is False for earlier in self.built_on)
         )
 
 
@@ -247,6 +260,24 @@ async def _load_more(reader, messages, needs: _Needs, loaded: dict, asked: set) 
     return loaded
 
 
+def _check_versions(changes: Sequence[RatingChange], working: Mapping[StateKey, RatingState]) -> None:
+    """Every change makes its state's next version: `version` counts changes without gaps, and a plan's
+    check under the locks (Plan) compares versions only. A rating module that breaks this has a bug."""
+    if len(changes) == 2 and changes[0].key != changes[1].key:  # a game: the common case, two keys
+        for ch in changes:
+            st = working.get(ch.key)
+            if ch.after.version != (st.version if st is not None else 0) + 1:
+                raise ValueError(f"{tuple(ch.key)}: version {ch.after.version} does not follow the stored one")
+        return
+    last: dict[StateKey, int] = {}
+    for ch in changes:
+        st = working.get(ch.key)
+        before = last.get(ch.key, st.version if st is not None else 0)
+        if ch.after.version != before + 1:
+            raise ValueError(f"{tuple(ch.key)}: version {ch.after.version} does not follow {before}")
+        last[ch.key] = ch.after.version
+
+
 class _Computation:
     """The pure part of a batch, one message at a time: against `working` (updated in place) and `done`."""
 
@@ -300,6 +331,7 @@ class _Computation:
             if wanted is not None:
                 payload = system.with_context(payload, self._ratings_now(RatingsQuery(*wanted)))
             outcome = system.rate(payload, self.working, self.closed)
+            _check_versions(outcome.changes, self.working)
         except Exception as exc:  # noqa: BLE001 - one message's bug must not stop every partition
             result.failed.append((len(result.outcomes), f"{type(exc).__name__}: {exc}"))
             result.outcomes.append("failed")
@@ -385,10 +417,10 @@ async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Se
         done.update(i for i in ((p.source, p.id) for p in plan.computed.processed) if i in ids)
     if _contexts(messages, needs, working):
         return None  # a category-wide read (rare: once a day) is made under the locks
-    assumed = {k: working.get(k) for k in asked}
+    versions = {k: (st.version if (st := working.get(k)) is not None else 0) for k in asked}
     assumed_done = frozenset(done)
     computed = await compute_yielding(messages, needs.systems, working, done, closed)
-    return Plan(assumed, assumed_done, dict(closed), computed, needs)
+    return Plan(versions, assumed_done, dict(closed), computed, needs, tuple(p.outcome for p in earlier))
 
 
 async def apply_batch(
@@ -410,15 +442,13 @@ async def apply_batch(
             await hooks.after_lock()
         done = await tx.processed(needs.ids)
         closed = await tx.closed_accounts(needs.players)
+        held = (plan is not None and plan.assumptions_hold(done, closed)
+                and not await tx.versions_changed(plan.versions))
         if plan is not None:
-            working = await tx.load_states(plan.states.keys())
-            if plan.holds(working, done, closed):
-                computed = plan.computed
-                computed.result.planned = True
-            else:
-                working = await _load_more(tx, messages, needs, working, set(plan.states))
-                answers = await _answers(tx, _contexts(messages, needs, working))
-                computed = compute(messages, needs.systems, working, done, closed, answers=answers)
+            plan.outcome.held = held
+        if held:
+            computed = plan.computed
+            computed.result.planned = True
         else:
             working, _ = await _load(tx, messages, needs)
             answers = await _answers(tx, _contexts(messages, needs, working))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 
@@ -37,3 +38,24 @@ async def test_the_failing_message_alone_is_left_out(csr_fails_on_game_5):
     assert errors.getvalue() == "line 6: rating_error: ZeroDivisionError: a bug\n"
     assert len(store.processed_ids) == 9 and ("/test/games", "game-5") not in store.processed_ids
     assert len(store.history) == 18
+
+
+def test_a_change_that_skips_a_version_is_a_rating_error(monkeypatch):
+    """`version` counts a rating's changes without gaps (plans are checked by versions): a rating module
+    whose change does not make the next version has a bug, and its message is left out like any other."""
+    adapter = engine.REGISTRY["game.finished"]
+
+    def rate(game, states, closed):
+        outcome = adapter.rate(game, states, closed)
+        if game.game_id != "g-3":
+            return outcome
+        first = outcome.changes[0]
+        skipped = first._replace(after=first.after._replace(version=first.after.version + 1))
+        return outcome._replace(changes=(skipped, *outcome.changes[1:]))
+
+    monkeypatch.setitem(engine.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+    errors, store = io.StringIO(), MemoryStore()
+    asyncio.run(replay(games(6, players=3, seed=2), io.BytesIO(), store=store, errors=errors))
+    assert errors.getvalue().startswith("line 4: rating_error: ValueError: ")
+    assert "does not follow" in errors.getvalue()
+    assert len(store.processed_ids) == 5 and len(store.history) == 10

@@ -7,6 +7,9 @@ drives either through exactly these calls, in this order, inside `store.transact
     lock_players(sorted ids) -> processed(ids) -> closed_accounts(ids) -> load_states(keys)
     -> (pure engine) -> save(states, records, processed, closures)
 
+A batch planned ahead of its locks (engine.plan_batch, from `reader()`) checks its plan with
+`versions_changed(keys it read)` instead of `load_states`, and loads only when the plan no longer holds.
+
 A batch with a fair-play closure also reads the games the account played (`games_with`), once before
 its locks (to know whom to lock) and once under them; the first Chess Tempo attempt of a day reads
 the established ratings of its mode (`ratings_at_most`), under the locks.
@@ -14,7 +17,7 @@ the established ratings of its mode (`ratings_at_most`), under the locks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
@@ -92,6 +95,10 @@ class StoreTx(Protocol):
 
     async def load_states(self, keys: Iterable[StateKey]) -> dict[StateKey, RatingState]:
         """The stored states of these keys; keys never rated are absent."""
+
+    async def versions_changed(self, expected: Mapping[StateKey, int]) -> set[StateKey]:
+        """The keys whose stored version is not the one given (0: expected not stored). Every change of
+        a state increments its version, so a committed (key, version) has one value only."""
 
     async def games_with(self, query: HistoryQuery) -> list[GameSide]:
         """The history rows of every participant of the causes that match `query` (see HistoryQuery)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 from worker.ratings.inputs import GameSide
@@ -26,6 +26,10 @@ class _MemoryTx:
 
     async def load_states(self, keys: Iterable[StateKey]) -> dict[StateKey, RatingState]:
         return {k: self._store.states[k] for k in keys if k in self._store.states}
+
+    async def versions_changed(self, expected: Mapping[StateKey, int]) -> set[StateKey]:
+        states = self._store.states
+        return {k for k, v in expected.items() if (states[k].version if k in states else 0) != v}
 
     async def games_with(self, query: HistoryQuery) -> list[GameSide]:
         history = self._store.history

@@ -6,7 +6,8 @@ Round trips of one batch (`worker.engine.apply_batch`), whatever its size:
     lock_players     2  insert the missing players, then SELECT ... FOR UPDATE (returns closures)
     processed        1
     closed_accounts  0  answered from what lock_players returned
-    load_states      1
+    load_states      1  (a batch planned ahead: versions_changed, 1, and load_states only if the
+                        plan no longer holds)
     save             1  states, history + outbox rows, processed ids, closures: one statement
     COMMIT
 
@@ -23,7 +24,7 @@ See the header of `sql/queries.sql` for why (and the measurements). The SQL is a
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -118,6 +119,17 @@ class PostgresTx:
             wanted[(p, s, c)]: RatingState(rating, rd, vol, games, peak, last_at, version, extra)
             for p, s, c, rating, rd, vol, games, peak, last_at, version, extra in rows
         }
+
+    async def versions_changed(self, expected: Mapping[StateKey, int]) -> set[StateKey]:
+        if not expected:
+            return set()
+        rows = expected.items()
+        wanted = [(k[0], k[1], k[2], v) for k, v in rows]
+        changed = await self._conn.fetch(QUERIES["versions_changed"], wanted)
+        if not changed:
+            return set()
+        keys = list(expected)
+        return {keys[i - 1] for (i,) in changed}
 
     async def games_with(self, query: HistoryQuery) -> list[GameSide]:
         rows = await self._conn.fetch(

@@ -65,6 +65,15 @@ SELECT r.player_id, r.system, r.category, r.rating, r.rd, r.volatility, r.games,
 FROM jsonb_array_elements($1::jsonb) AS e
 JOIN ratings AS r ON r.player_id = e->>0 AND r.system = e->>1 AND r.category = e->>2;
 
+-- name: versions_changed
+-- $1 jsonb [[player_id, system, category, version], ...]: the positions (from 1) of the keys whose
+-- stored version is not the one given (0: expected not stored). A plan's check under the locks:
+-- nothing comes back when it holds, so no state crosses the wire twice.
+SELECT e.i
+FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(v, i)
+LEFT JOIN ratings AS r ON r.player_id = e.v->>0 AND r.system = e.v->>1 AND r.category = e.v->>2
+WHERE coalesce(r.version, 0) <> (e.v->>3)::int4;
+
 -- name: games_with
 -- $1 player, $2 system, $3 cause type, $4 since, $5 until (epoch seconds, both included): both
 -- sides of every game of that type that changed the player's rating in that system in the window
