@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import orjson
 from prometheus_client import (
@@ -42,6 +43,11 @@ class Metrics:
             "rating_worker_event_lag_seconds", "Now minus the cause's time when its change is published",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600, 86400), registry=r,
         )
+        self.record_latency = Histogram(
+            "rating_worker_record_latency_seconds", "From an input record's timestamp (the producer's create "
+            "time, or the broker's append time) to the commit of its offset, its changes published",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300), registry=r,
+        )
         self.consumer_lag = Gauge(
             "rating_worker_consumer_lag", "Records behind the end of the partition", ["topic", "partition"], registry=r
         )
@@ -62,6 +68,29 @@ class Metrics:
             "had committed (the broker lost its data or the group's offsets, or they were reset)", ["topic"],
             registry=r,
         )
+
+
+def observe_many(histogram: Histogram, values: Iterable[float]) -> None:
+    """`histogram.observe(v)` for every value, with one increment per bucket instead of one per value
+    (a batch observes thousands: ~1 us each through observe()). Falls back to observe() if the
+    client's internals (its bucket bounds and values) are not what this version has."""
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total_value = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total_value is None or len(bounds) != len(buckets):
+        for v in values:
+            histogram.observe(v)
+        return
+    counts = [0] * len(bounds)
+    where = bisect.bisect_left
+    total = 0.0
+    for v in values:
+        counts[where(bounds, v)] += 1  # the first bucket whose bound is >= v, as observe() picks it
+        total += v
+    for bucket, n in zip(buckets, counts, strict=True):
+        if n:
+            bucket.inc(n)
+    total_value.inc(total)
 
 
 class Readiness:

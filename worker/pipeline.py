@@ -28,7 +28,7 @@ from aiokafka.partitioner import murmur2
 from worker.config import Config, kafka_security
 from worker.engine import BatchResult, Plan, apply_batch, plan_batch, system_for
 from worker.messages import BadMessage, decode
-from worker.observability import HealthServer, Metrics, Readiness, log
+from worker.observability import HealthServer, Metrics, Readiness, log, observe_many
 from worker.store.base import ChangeRecord, StateStore
 
 logger = logging.getLogger("rating_worker.pipeline")
@@ -101,6 +101,7 @@ class _Batch:
         self.locked = self.failed = self.committed = self.abandoned = False
         self.plan: Plan | None = None
         self.records: list = []  # the Kafka records of `good`, for dead-lettering a message that fails
+        self.timestamps: list[int] = []  # every record's timestamp (ms), for the record latency
         self.planned = asyncio.Event()
         self._changed = asyncio.Event()
         self._prev_attempt: int | None = None
@@ -307,10 +308,11 @@ class Pipeline:
         """Decode a batch and start its database stage; yields now and then so that the batches
         already in PostgreSQL get their round trips answered while this one decodes."""
         started = time.perf_counter()
-        good, good_records, dead, offsets = [], [], [], {}
+        good, good_records, dead, offsets, stamps = [], [], [], {}, []
         for tp, recs in records.items():
             if recs[0].offset < self._committed.get(tp, 0):
                 self._offsets_went_back(tp, recs[0].offset)
+            stamps.extend(r.timestamp for r in recs)
             for i, record in enumerate(recs):
                 if i % 500 == 499:
                     await asyncio.sleep(0)
@@ -327,6 +329,7 @@ class Pipeline:
         # let the next batch overtake the one before it. Its offsets still commit in batch order.
         batch = _Batch(self._last if good else None, good, dead, offsets, started)
         batch.records = good_records
+        batch.timestamps = stamps
         self._launched += 1
         batch.seq = self._launched
         if good:
@@ -473,6 +476,8 @@ class Pipeline:
         if self._fault is not None:
             self._inject_fault("kill_after_publish")
         await self._commit(b.offsets)
+        now_ms = time.time() * 1000
+        observe_many(self.metrics.record_latency, [max(0.0, now_ms - t) / 1000 for t in b.timestamps if t > 0])
         self._unfinished -= 1
         self._lag_seen = 0  # measured before this batch: the lag loop measures it again within 5 s
         self.batches += 1
@@ -541,8 +546,8 @@ class Pipeline:
         for (system, category), n in per_rating.items():
             self.metrics.rating_changes.labels(system, category).inc(n)
         # One lag observation per cause (message), not per change.
-        for changed_at in {(r.cause_source, r.cause_id): r.changed_at for r in records}.values():
-            self.metrics.event_lag.observe(max(0.0, now - changed_at))
+        causes = {(r.cause_source, r.cause_id): r.changed_at for r in records}
+        observe_many(self.metrics.event_lag, [max(0.0, now - changed_at) for changed_at in causes.values()])
 
     async def _send_keyed(self, topic: str, items: list[tuple[bytes, bytes]]) -> None:
         """Send (key, value) records with Kafka's default partitioner, one producer batch per partition.

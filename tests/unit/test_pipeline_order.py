@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -19,7 +20,8 @@ CFG = load(env={"DATABASE_URL": "postgresql://x/y", "KAFKA_BOOTSTRAP_SERVERS": "
 
 
 def records(values: list[bytes], first_offset: int) -> dict:
-    return {TP: [SimpleNamespace(value=v, key=None, topic=TP.topic, partition=0, offset=first_offset + i)
+    return {TP: [SimpleNamespace(value=v, key=None, topic=TP.topic, partition=0, offset=first_offset + i,
+                                 timestamp=int(time.time() * 1000))
                  for i, v in enumerate(values)]}
 
 
