@@ -1,4 +1,4 @@
-"""`./dev bench [throughput|latency|engine|marathon|puzzles|chesstempo|leaderboard|imports|soak|naive|scale|mixed|horizontal|suite|all]`: the numbers in the README."""
+"""`./dev bench [throughput|latency|engine|marathon|puzzles|chesstempo|leaderboard|imports|soak|naive|scale|mixed|horizontal|suite|broker|stages|all]`: the numbers in the README."""
 
 import asyncio
 import sys
@@ -6,7 +6,7 @@ import sys
 from bench import engine, imports, leaderboard, pipeline, suite
 
 NAMES = ("engine", "throughput", "latency", "pipeline", "marathon", "puzzles", "chesstempo", "leaderboard", "imports", "soak",
-         "naive", "scale", "mixed", "horizontal", "suite", "all")
+         "naive", "scale", "mixed", "horizontal", "suite", "broker", "stages", "all")
 
 
 def main(argv: list[str]) -> int:
@@ -21,6 +21,14 @@ def main(argv: list[str]) -> int:
         leaderboard.main()
     if what == "imports":
         asyncio.run(imports.main())
+    if what == "broker":
+        from bench import broker
+
+        asyncio.run(broker.main())
+    if what == "stages":
+        from bench import stages
+
+        asyncio.run(stages.main())
     if what == "soak":
         from bench import soak
 

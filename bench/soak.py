@@ -170,6 +170,38 @@ async def _wait_for_member(bootstrap: str, group: str, timeout: float = 60) -> N
         await admin.close()
 
 
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of a process so far (None when it is gone or not ours to read)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+class CpuShare:
+    """The share of one core a process used between two readings ("" when it cannot be read)."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.pid, self._last = pid, (time.perf_counter(), _cpu_seconds(pid))
+
+    def reading(self, pid: int | None = None) -> str:
+        if pid is not None and pid != self.pid:  # restarted: start again
+            self.pid, self._last = pid, (time.perf_counter(), _cpu_seconds(pid))
+            return "restarted"
+        now, cpu = time.perf_counter(), _cpu_seconds(self.pid)
+        (then, before), self._last = self._last, (now, cpu)
+        if cpu is None or before is None or now <= then:
+            return ""
+        return f"{100 * (cpu - before) / (now - then):.0f}%"
+
+
 def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, max(0, int(len(sorted_values) * q) - 1))]
 
@@ -233,7 +265,7 @@ async def soak() -> int:
         pg.stop()
 
 
-async def _soak(pg, broker, log: Path) -> int:
+async def _soak(pg, broker, log: Path) -> int:  # noqa: C901 - one scenario, told in order
     url = await _fresh_db(pg, f"bench_{TAG}")
     host_port = url.split("@", 1)[1].split("/", 1)[0]
     host, port = host_port.rsplit(":", 1)
@@ -315,6 +347,11 @@ async def _soak(pg, broker, log: Path) -> int:
             print(f"  {start:6.1f} s: {kind}" + (f" for {CUT_S:.0f} s" if kind == "cut" else " and restart"), flush=True)
             k += 1
 
+    # CPU of the broker and of the worker per line: with the embedded broker, every fetch lists every
+    # record batch the partition holds (its memory engine keeps each batch as an object), so its
+    # CPU grows with the log while the worker's stays flat (docs/operations.md, ./dev bench broker).
+    broker_cpu, worker_cpu = CpuShare(getattr(broker, "pid", None)), CpuShare(worker.proc.pid)
+
     async def monitor(conn) -> None:
         last_print, last_batches = 0.0, (0.0, 0.0, 0.0)
         while True:
@@ -332,8 +369,9 @@ async def _soak(pg, broker, log: Path) -> int:
                 seen = (f"{count:.0f} batches of {size / count:.0f} messages, {seconds / count * 1000:.0f} ms each"
                         if count > 0 else "no batch")
                 last_batches = batches
+                cpu = f"CPU worker {worker_cpu.reading(worker.proc.pid)}, broker {broker_cpu.reading()}"
                 print(f"  {t:6.1f} s: {len(sent)} sent, {n} applied, {len(first_seen)} with a change seen, "
-                      f"worker RSS {rss} MiB; {seen}", flush=True)
+                      f"worker RSS {rss} MiB; {seen}; {cpu}", flush=True)
                 last_print = t
             await asyncio.sleep(2.0)
 

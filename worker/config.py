@@ -49,7 +49,7 @@ class Config:
     watchdog_timeout_s: float = 300.0
     kafka_session_timeout_ms: int = 10000
     kafka_heartbeat_interval_ms: int = 3000
-    kafka_fetch_max_wait_ms: int = 100
+    kafka_fetch_max_wait_ms: int = 500
     kafka_security_protocol: str = "PLAINTEXT"
     kafka_sasl_mechanism: str = ""
     kafka_sasl_username: str = ""
@@ -98,7 +98,8 @@ HELP = {
     "kafka_session_timeout_ms": "consumer group session timeout; a silent worker loses its partitions after it",
     "kafka_heartbeat_interval_ms": "consumer heartbeat interval (about a third of the session timeout or less)",
     "kafka_fetch_max_wait_ms": "longest time the broker may hold a fetch waiting for records (Kafka answers as soon "
-                               "as one record is there; the embedded broker holds every fetch this long)",
+                               "as one record is there; the embedded broker holds every fetch up to this long: "
+                               "docs/operations.md)",
     "kafka_security_protocol": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
     "kafka_sasl_mechanism": "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
     "kafka_sasl_username": "SASL user",
