@@ -27,7 +27,7 @@ from tests.streams import games, player_of
 from worker import devservices
 from worker.store.migrate import migrate
 
-GAMES = int(os.environ.get("BENCH_GAMES", "50000"))
+GAMES = int(os.environ.get("BENCH_GAMES", "100000"))  # 20 batches of 5,000: fewer time too little
 PLAYERS = int(os.environ.get("BENCH_PLAYERS", "2000"))
 LATENCY_RATE = int(os.environ.get("BENCH_RATE", "1000"))
 LATENCY_SECONDS = int(os.environ.get("BENCH_SECONDS", "20"))
@@ -112,15 +112,30 @@ async def throughput(pg, broker, log: Path, batch_size: int = 1000, values: list
         proc.wait(60)
 
 
+#: the largest RSS (MiB) of the worker processes during the last `until_processed`
+PEAK_RSS_MIB: list[float] = [0.0]
+
+
+def rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+    except (OSError, StopIteration):
+        return 0.0
+
+
 async def until_processed(url: str, total: int, procs, label: str, spawned: float, log: Path) -> float:
     """Wait until `total` messages are processed, printing progress; messages/s from the first batch's
-    commit to the last (start-up excluded), or since `spawned` when everything came in one batch."""
+    commit to the last (start-up excluded), or since `spawned` when everything came in one batch. The
+    workers' largest RSS on the way goes to PEAK_RSS_MIB."""
     conn = await asyncpg.connect(url)
     first = n_first = None
     last_print = 0.0
+    PEAK_RSS_MIB[0] = 0.0
     try:
         while True:
             n = await conn.fetchval("SELECT count(*) FROM processed_messages")
+            PEAK_RSS_MIB[0] = max(PEAK_RSS_MIB[0], max(rss_mib(p.pid) for p in procs))
             now = time.perf_counter()
             if n and first is None:
                 first, n_first = now, n
@@ -136,8 +151,10 @@ async def until_processed(url: str, total: int, procs, label: str, spawned: floa
         await conn.close()
 
 
-async def latency(pg, broker, log: Path) -> tuple[float, float, int]:
-    tag = "lat"
+async def latency(pg, broker, log: Path, rate: int = LATENCY_RATE, seconds: int = LATENCY_SECONDS,
+                  ) -> tuple[float, float, int]:
+    """(p50 ms, p99 ms, games) from each game's send at `rate` games/s to its first rating.changed."""
+    tag = f"lat{rate}"
     url = await _fresh_db(pg, f"bench_{tag}")
     await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
     proc = _worker(_env(url, broker.bootstrap_servers, tag, kafka_fetch_max_wait_ms=LATENCY_FETCH_WAIT_MS), log)
@@ -147,7 +164,7 @@ async def latency(pg, broker, log: Path) -> tuple[float, float, int]:
     producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False,
                                 linger_ms=LATENCY_LINGER_MS)
     await producer.start()
-    total = LATENCY_RATE * LATENCY_SECONDS
+    total = rate * seconds
     values = games(total + 200, PLAYERS, seed=4)
     sent: dict[str, float] = {}
     seen: dict[str, float] = {}
@@ -171,7 +188,7 @@ async def latency(pg, broker, log: Path) -> tuple[float, float, int]:
         receiver = asyncio.create_task(receive())
         start = time.perf_counter()
         for i, v in enumerate(values[:total]):
-            due = start + i / LATENCY_RATE
+            due = start + i / rate
             delay = due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -210,7 +227,8 @@ async def main(what: str) -> None:
         if what in ("throughput", "pipeline", "all"):
             rate = await throughput(pg, broker, log, batch_size=int(os.environ.get("BENCH_BATCH", "5000")))
             print(f"pipeline: {rate:,.0f} games/s end to end, one worker process, "
-                  f"{GAMES} games among {PLAYERS} players, 3 partitions, batch {os.environ.get('BENCH_BATCH', '5000')}")
+                  f"{GAMES} games among {PLAYERS} players, 3 partitions, batch {os.environ.get('BENCH_BATCH', '5000')}; "
+                  f"worker RSS at most {PEAK_RSS_MIB[0]:.0f} MiB")
         if what in ("puzzles", "all"):
             from tests.streams import puzzle_attempts
 
