@@ -52,7 +52,8 @@ JOIN processed_messages AS m ON m.source = e->>0 AND m.id = e->>1;
 -- name: closed_accounts
 -- $1 jsonb array of player ids: those closed for fair play, with the closure time (epoch
 -- seconds). Only used for players not locked by this transaction (lock_players_select returns
--- the others).
+-- the others): the plan's read. The WHERE matches the partial index players_fair_play (migration
+-- 0004), so each id probes that small index, not the players table.
 SELECT p.player_id, extract(epoch FROM p.closed_at)::float8 AS closed_at
 FROM jsonb_array_elements_text($1::jsonb) AS u(player_id)
 JOIN players AS p ON p.player_id = u.player_id
