@@ -20,11 +20,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"rating-worker: configuration error: {exc}", file=sys.stderr)
         return 2
     setup_logging(cfg.log_level)
-    from worker.runtime import tune_for_throughput
     from worker.service import run_service
     from worker.store.migrate import MigrationError
 
-    tune_for_throughput()
 
     try:
         return asyncio.run(run_service(cfg))
@@ -69,9 +67,6 @@ def _replay(args: argparse.Namespace) -> int:
             if store is not None:
                 await store.close()
 
-    from worker.runtime import tune_for_throughput
-
-    tune_for_throughput()
     try:
         asyncio.run(go())
     finally:
@@ -94,9 +89,7 @@ def _docs(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from worker.demo import run_demo
-    from worker.runtime import tune_for_throughput
 
-    tune_for_throughput()
     return asyncio.run(run_demo(args))
 
 
@@ -154,8 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: the commands that rate messages for a long time, and get worker.runtime's process settings
+LONG_RUNNING = frozenset({"run", "replay", "import", "demo"})
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The process's entry point (`rating-worker`, `python -m worker`); tests call a command's function."""
     args = build_parser().parse_args(argv)
+    if args.command in LONG_RUNNING:
+        from worker.runtime import tune_for_throughput
+
+        tune_for_throughput()
     return args.func(args)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -260,22 +260,27 @@ async def _load_more(reader, messages, needs: _Needs, loaded: dict, asked: set) 
     return loaded
 
 
-def _check_versions(changes: Sequence[RatingChange], working: Mapping[StateKey, RatingState]) -> None:
-    """Every change makes its state's next version: `version` counts changes without gaps, and a plan's
-    check under the locks (Plan) compares versions only. A rating module that breaks this has a bug."""
-    if len(changes) == 2 and changes[0].key != changes[1].key:  # a game: the common case, two keys
-        for ch in changes:
-            st = working.get(ch.key)
-            if ch.after.version != (st.version if st is not None else 0) + 1:
-                raise ValueError(f"{tuple(ch.key)}: version {ch.after.version} does not follow the stored one")
-        return
-    last: dict[StateKey, int] = {}
+def _check_changes(
+    changes: Sequence[RatingChange], working: Mapping[StateKey, RatingState], read: Set[StateKey], locked: Set[str],
+) -> None:
+    """What the locks and a plan's check rest on, for every change a rating module returns:
+    - its key was read for the batch (`state_keys`, `more_keys`: a state changed without being read
+      would be written over whatever is stored), and its player is one the batch locks (`players`);
+    - it makes the state's next version: `version` counts changes without gaps, and a plan's check
+      under the locks compares versions only (Plan).
+    A module that breaks either has a bug: the message is left out like any other that fails to rate."""
+    versions: dict[StateKey, int] = {}  # a message may change a key twice (a FIDE period close, then its event)
     for ch in changes:
-        st = working.get(ch.key)
-        before = last.get(ch.key, st.version if st is not None else 0)
+        key = ch.key
+        if key not in read or key[0] not in locked:
+            raise ValueError(f"{tuple(key)}: changed without being read for the batch or its player locked")
+        before = versions.get(key)
+        if before is None:
+            st = working.get(key)
+            before = st.version if st is not None else 0
         if ch.after.version != before + 1:
-            raise ValueError(f"{tuple(ch.key)}: version {ch.after.version} does not follow {before}")
-        last[ch.key] = ch.after.version
+            raise ValueError(f"{tuple(key)}: version {ch.after.version} does not follow {before}")
+        versions[key] = ch.after.version
 
 
 class _Computation:
@@ -285,8 +290,10 @@ class _Computation:
         self, working: dict[StateKey, RatingState], done: set[tuple[str, str]], closed: Mapping[str, float],
         history: Mapping[int, list[GameSide]] | None = None, queries: Mapping[int, HistoryQuery] | None = None,
         answers: Mapping[RatingsQuery, dict[str, float]] | None = None,
+        read: Set[StateKey] = frozenset(), locked: Set[str] = frozenset(),
     ):
         self.working, self.done = working, done
+        self.read, self.locked = read, locked  # the keys read for the batch, the players it locks
         self.closed = dict(closed)  # grows when a message of the batch closes an account
         self.history, self.queries = history or {}, queries or {}
         self.answers = answers or {}
@@ -331,7 +338,7 @@ class _Computation:
             if wanted is not None:
                 payload = system.with_context(payload, self._ratings_now(RatingsQuery(*wanted)))
             outcome = system.rate(payload, self.working, self.closed)
-            _check_versions(outcome.changes, self.working)
+            _check_changes(outcome.changes, self.working, self.read, self.locked)
         except Exception as exc:  # noqa: BLE001 - one message's bug must not stop every partition
             result.failed.append((len(result.outcomes), f"{type(exc).__name__}: {exc}"))
             result.outcomes.append("failed")
@@ -359,12 +366,13 @@ class _Computation:
 
 def compute(
     messages: Sequence[Message], systems: Sequence[RatingSystem], working: dict[StateKey, RatingState],
-    done: set[tuple[str, str]], closed: Mapping[str, float],
+    done: set[tuple[str, str]], closed: Mapping[str, float], read: Set[StateKey], locked: Set[str],
     history: Mapping[int, list[GameSide]] | None = None, queries: Mapping[int, HistoryQuery] | None = None,
     answers: Mapping[RatingsQuery, dict[str, float]] | None = None,
 ) -> Computed:
-    """The pure part of a batch: messages in order against `working` (updated in place) and `done`."""
-    c = _Computation(working, done, closed, history, queries, answers)
+    """The pure part of a batch: messages in order against `working` (updated in place) and `done`;
+    `read` and `locked` are the keys read for it and the players it locks (see _check_changes)."""
+    c = _Computation(working, done, closed, history, queries, answers, read, locked)
     for i, (message, system) in enumerate(zip(messages, systems, strict=True)):
         c.apply(message, system, i)
     return c.computed()
@@ -372,11 +380,12 @@ def compute(
 
 async def compute_yielding(
     messages: Sequence[Message], systems: Sequence[RatingSystem], working: dict[StateKey, RatingState],
-    done: set[tuple[str, str]], closed: Mapping[str, float], every: int = 250,
+    done: set[tuple[str, str]], closed: Mapping[str, float], read: Set[StateKey], locked: Set[str],
+    every: int = 250,
 ) -> Computed:
     """`compute`, letting other tasks run every `every` messages: a plan is computed while the batch
     before it is in PostgreSQL, and that batch's round trips must not wait for the whole plan."""
-    c = _Computation(working, done, closed)
+    c = _Computation(working, done, closed, read=read, locked=locked)
     for i, (message, system) in enumerate(zip(messages, systems, strict=True)):
         c.apply(message, system, i)
         if i % every == every - 1:
@@ -419,7 +428,7 @@ async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Se
         return None  # a category-wide read (rare: once a day) is made under the locks
     versions = {k: (st.version if (st := working.get(k)) is not None else 0) for k in asked}
     assumed_done = frozenset(done)
-    computed = await compute_yielding(messages, needs.systems, working, done, closed)
+    computed = await compute_yielding(messages, needs.systems, working, done, closed, asked, set(needs.players))
     return Plan(versions, assumed_done, dict(closed), computed, needs, tuple(p.outcome for p in earlier))
 
 
@@ -450,9 +459,10 @@ async def apply_batch(
             computed = plan.computed
             computed.result.planned = True
         else:
-            working, _ = await _load(tx, messages, needs)
+            working, asked = await _load(tx, messages, needs)
             answers = await _answers(tx, _contexts(messages, needs, working))
-            computed = compute(messages, needs.systems, working, done, closed, history, needs.queries, answers)
+            computed = compute(messages, needs.systems, working, done, closed, asked, set(needs.players), history,
+                               needs.queries, answers)
         computed.result.row_ids = await tx.save(
             computed.changed, computed.result.records, computed.processed, computed.closures
         )

@@ -38,7 +38,6 @@ import orjson
 from worker.engine import system_for
 from worker.messages import BadMessage, decode, format_time, parse_time
 from worker.ratings.inputs import Message
-from worker.runtime import tune_for_throughput
 
 __all__ = [
     "DATA_FIELDS",
@@ -750,7 +749,6 @@ def main(args: argparse.Namespace) -> int:
     if not args.quiet:
         err.write(f"rating-worker import: {args.file} ({fmt}) {where}\n")
     code = EXIT_OK
-    tune_for_throughput()
     try:
         asyncio.run(_run(args, counts, progress, rejects, mode, target))
     except ImportError_ as exc:

@@ -9,8 +9,14 @@ for ~+20% games/s, and the worker's RSS did not grow (270-300 MB either way).
 
 So: the objects alive after start-up (modules, compiled schemas, the registry) move to the permanent
 generation, where no collection scans them again, and a young pass runs every 200,000 allocations.
-Cycles (asyncio's futures and exceptions make a few) are still collected, just less often: at most
-some 200,000 young objects wait for a pass.
+Cycles (asyncio's futures and exceptions make a few) are still collected, just less often: a young one
+waits at most 200,000 allocations, one that survived into the middle generation up to 50 young passes
+(10 million allocations), an old one until the next full pass (100 middle passes, or sooner once the
+survivors grow by a quarter, CPython's rule). The soak (`./dev bench soak`, 10 minutes) shows the RSS
+flat with these settings.
+
+Applied by `worker.cli.main`, the process's entry point, for the commands that rate messages; a test
+that calls a command's function in its own process keeps that process's collector as it is.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ _tuned = False
 
 def tune_for_throughput() -> None:
     """Freeze what start-up allocated and collect young objects less often (see the module docstring).
-    Once per process: a command run in-process by a test must not freeze that process again and again."""
+    Once per process."""
     global _tuned
     if _tuned:
         return

@@ -94,27 +94,67 @@ async def test_kafka_tls_asked_for_does_not_talk_to_a_plain_broker(broker, ca_fi
     await _start_producer(broker, KAFKA_SECURITY_PROTOCOL="PLAINTEXT")  # the control
 
 
-async def test_kafka_scram_is_asked_for_and_the_worker_log_shows_no_password(broker, database_url, caplog):
-    """SASL_PLAINTEXT with SCRAM-SHA-512: the client asks for the mechanism and the broker, which has no
-    SASL, refuses it by name; the worker keeps retrying and its log lines show neither password."""
+async def test_kafka_scram_is_asked_for_by_name(broker, caplog):
+    """SASL_PLAINTEXT with SCRAM-SHA-512: the worker's settings give the client that mechanism, and the
+    broker, which has no SASL, refuses the handshake the client starts with it."""
+    cfg = load(env={"DATABASE_URL": "postgresql://u@db/x", "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+                    "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+                    "KAFKA_SASL_USERNAME": "rating-worker", "KAFKA_SASL_PASSWORD": SASL_PASSWORD})
+    security = kafka_security(cfg)
+    assert (security["security_protocol"], security["sasl_mechanism"], security["sasl_plain_username"]) == (
+        "SASL_PLAINTEXT", "SCRAM-SHA-512", "rating-worker")
     with caplog.at_level("WARNING"), pytest.raises(KafkaConnectionError):
         await _start_producer(broker, KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT", KAFKA_SASL_MECHANISM="SCRAM-SHA-512",
                               KAFKA_SASL_USERNAME="rating-worker", KAFKA_SASL_PASSWORD=SASL_PASSWORD)
-    assert "UnsupportedSaslMechanism" in caplog.text
-    env = {
-        "DATABASE_URL": _with_password_and_query(database_url, "sslmode=disable"),
-        "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers, "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
-        "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "rating-worker",
-        "KAFKA_SASL_PASSWORD": SASL_PASSWORD, "METRICS_PORT": "0", "RETRY_BACKOFF_MAX_S": "0.5",
-        "KAFKA_INPUT_TOPICS": "tls-in", "KAFKA_OUTPUT_TOPIC": "tls-out", "KAFKA_DLQ_TOPIC": "tls-dlq",
-        "PATH": "/usr/bin:/bin",
-    }
-    proc = subprocess.Popen([sys.executable, "-m", "worker", "run"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    assert "UnsupportedSaslMechanism" in caplog.text and SASL_PASSWORD not in caplog.text
+
+
+def _worker_until(env: dict[str, str], line: str, timeout: float = 60) -> str:
+    """Run `rating-worker run` until its output has `line` (or `timeout`), stop it, return the output."""
+    import os
+    import select
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "worker", "run"], env={"PATH": os.environ.get("PATH", ""), **env},
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = b""
     try:
-        out, _ = proc.communicate(timeout=8)
-    except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + timeout
+        while line.encode() not in out and time.monotonic() < deadline and proc.poll() is None:
+            if select.select([proc.stdout], [], [], 0.5)[0]:
+                out += os.read(proc.stdout.fileno(), 65536)
+    finally:
         proc.terminate()
-        out, _ = proc.communicate(timeout=60)
+        try:
+            rest, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rest, _ = proc.communicate()
+        out += rest
+    return out.decode(errors="replace")
+
+
+def _worker_env(database_url: str, broker, **changes) -> dict[str, str]:
+    env = {
+        "DATABASE_URL": database_url, "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers, "METRICS_PORT": "0",
+        "RETRY_BACKOFF_MAX_S": "0.5", "KAFKA_INPUT_TOPICS": "tls-in", "KAFKA_OUTPUT_TOPIC": "tls-out",
+        "KAFKA_DLQ_TOPIC": "tls-dlq",
+    }
+    env.update(changes)
+    return env
+
+
+async def test_a_worker_refused_tls_by_postgres_says_so_without_the_password(database_url, broker, ca_file):
+    url = _with_password_and_query(database_url, f"sslmode=verify-full&sslrootcert={ca_file}")
+    out = await asyncio.to_thread(_worker_until, _worker_env(url, broker), "database not reachable, retrying")
+    assert "database not reachable, retrying" in out and "SSL" in out, out[-2000:]
+    assert DB_PASSWORD not in out
+
+
+async def test_a_worker_refused_scram_by_the_broker_says_so_without_the_password(database_url, broker):
+    url = _with_password_and_query(database_url, "sslmode=disable")
+    env = _worker_env(url, broker, KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT", KAFKA_SASL_MECHANISM="SCRAM-SHA-512",
+                      KAFKA_SASL_USERNAME="rating-worker", KAFKA_SASL_PASSWORD=SASL_PASSWORD)
+    out = await asyncio.to_thread(_worker_until, env, "start producer failed, retrying")
     assert "start producer failed, retrying" in out, out[-2000:]
     assert SASL_PASSWORD not in out and DB_PASSWORD not in out

@@ -39,7 +39,8 @@ def test_environment_is_read_and_converted():
         ({"KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}, "KAFKA_SASL_MECHANISM and KAFKA_SASL_USERNAME are required"),
         ({"DB_POOL_SIZE": "2"}, "DB_POOL_SIZE=2 must be at least MAX_INFLIGHT_BATCHES + 2"),
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL='loud'"),
-        ({"KAFKA_FETCH_MAX_WAIT_MS": "-1"}, "KAFKA_FETCH_MAX_WAIT_MS=-1: must be 0..10000"),
+        ({"KAFKA_FETCH_MAX_WAIT_MS": "-1"}, "KAFKA_FETCH_MAX_WAIT_MS=-1: must be 0..4000"),
+        ({"KAFKA_FETCH_MAX_WAIT_MS": "5000"}, "KAFKA_FETCH_MAX_WAIT_MS=5000: must be 0..4000"),
     ],
 )
 def test_invalid_settings_are_named(env, words):

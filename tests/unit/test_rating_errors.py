@@ -59,3 +59,24 @@ def test_a_change_that_skips_a_version_is_a_rating_error(monkeypatch):
     assert errors.getvalue().startswith("line 4: rating_error: ValueError: ")
     assert "does not follow" in errors.getvalue()
     assert len(store.processed_ids) == 5 and len(store.history) == 10
+
+
+def test_a_change_to_a_state_the_batch_did_not_read_or_lock_is_a_rating_error(monkeypatch):
+    """A module may change only states it named (state_keys / more_keys) of players it named (players):
+    the others were neither read (the change would overwrite whatever is stored) nor locked."""
+    adapter = engine.REGISTRY["game.finished"]
+
+    def rate(game, states, closed):
+        outcome = adapter.rate(game, states, closed)
+        if game.game_id != "g-2":
+            return outcome
+        first = outcome.changes[0]
+        stranger = first._replace(key=first.key._replace(player_id="someone-else"))
+        return outcome._replace(changes=(*outcome.changes, stranger))
+
+    monkeypatch.setitem(engine.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+    errors, store = io.StringIO(), MemoryStore()
+    asyncio.run(replay(games(5, players=3, seed=2), io.BytesIO(), store=store, errors=errors))
+    assert errors.getvalue().startswith("line 3: rating_error: ValueError: ")
+    assert "changed without being read for the batch or its player locked" in errors.getvalue()
+    assert len(store.processed_ids) == 4 and all(k.player_id != "someone-else" for k in store.states)

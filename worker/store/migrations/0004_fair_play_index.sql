@@ -6,4 +6,9 @@
 -- 1,000,000 players and 10,000 of them in a batch, 27 ms. This partial index holds only the closed
 -- accounts (a few), so the same probes stay in a page or two: 7 ms (measured with 900 closed). It is
 -- written only when an account is closed.
+--
+-- Built with a plain CREATE INDEX, in the migration's transaction: it holds a SHARE lock on players
+-- while it scans the table (about a second per million players), and batches that insert new players
+-- wait for it meanwhile. Workers of the previous version refuse the newer schema when they restart
+-- (docs/deploy.md): migrate, then roll the workers.
 CREATE INDEX players_fair_play ON players (player_id) WHERE closed_reason = 'fair_play';
