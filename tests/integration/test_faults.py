@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import signal
 import time
@@ -49,13 +50,14 @@ from tests.integration.harness import (
     worker_config,
     worker_env,
 )
-from tests.integration.test_worker_end_to_end import running_worker
+from tests.integration.test_worker_end_to_end import running_worker, stored_ratings
 from tests.proxy import PG_COMMIT, TcpProxy
 from tests.streams import games, player_of
 from worker import devservices
 from worker.config import ConfigError
 from worker.config import load as load_config
 from worker.observability import Metrics
+from worker.replay import replay
 from worker.service import WATCHDOG_EXIT_CODE
 
 BROKER_PAUSE_S = float(os.environ.get("FAULTS_BROKER_PAUSE_S", "60"))
@@ -99,7 +101,11 @@ async def published_ids(bootstrap: str, topic: str, expect: set[str], timeout: f
         await consumer.stop()
 
 
-async def assert_invariants(database_url: str, values: list[bytes], published: set[str]) -> None:
+async def assert_invariants(database_url: str, values: list[bytes], published: set[str],
+                            in_order: bool = False) -> None:
+    """Each message applied once, versions without gaps, every change published and nothing else. With
+    `in_order` (one input partition: the worker applied the messages in the order sent), the ratings also
+    equal a replay's: a retried batch that used a stale plan would keep the counts right and the values not."""
     ids = [orjson.loads(v)["id"] for v in values]
     processed = await fetch(database_url, "SELECT id FROM processed_messages")
     assert len(processed) == len(set(ids)), "processed_messages does not hold each message exactly once"
@@ -135,6 +141,19 @@ async def assert_invariants(database_url: str, values: list[bytes], published: s
     while (n := (await fetch(database_url, "SELECT count(*) AS n FROM outbox"))[0]["n"]) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
     assert n == 0, f"{n} changes still in the outbox although all were seen on the topic"
+    if in_order:
+        await assert_equal_to_replay(database_url, values)
+
+
+async def assert_equal_to_replay(database_url: str, values: list[bytes]) -> None:
+    memory = await replay(values, io.BytesIO())
+    stored = await stored_ratings(database_url)
+    assert len(stored) == len(memory.states)
+    for key, state in memory.states.items():
+        row = stored[tuple(key)]
+        assert (row["rating"], row["rd"], row["volatility"]) == pytest.approx(
+            (state.rating, state.rd, state.volatility), abs=1e-9), key
+        assert (row["games"], row["version"]) == (state.games, state.version), key
 
 
 # ---- helpers ----------------------------------------------------------------------------------------
@@ -316,7 +335,8 @@ async def test_database_cut_for_30s_mid_batch(database_url, broker, topics):
             assert applied_during_cut < 2000
     assert sample(metrics, "rating_worker_db_retries_total") >= 1
     expect = await history_ids(database_url)
-    await assert_invariants(database_url, values, await published_ids(broker.bootstrap_servers, topics.output, expect))
+    await assert_invariants(database_url, values, await published_ids(broker.bootstrap_servers, topics.output, expect),
+                            in_order=True)
 
 
 @pytest.mark.parametrize("deliver", [False, True], ids=["commit-lost", "commit-answer-lost"])
@@ -345,7 +365,7 @@ async def test_connection_reset_during_commit(database_url, broker, topics, deli
         assert duplicates >= 1, "the COMMIT whose answer was lost did not commit"
     else:
         assert duplicates == 0, "the COMMIT that never arrived committed"
-    await assert_invariants(database_url, values, published)
+    await assert_invariants(database_url, values, published, in_order=True)
 
 
 async def test_slow_database_every_query_200ms(database_url, broker, topics):
@@ -360,7 +380,7 @@ async def test_slow_database_every_query_200ms(database_url, broker, topics):
             expect = await history_ids(database_url)
             published = await published_ids(broker.bootstrap_servers, topics.output, expect)
     assert proxy.delayed_chunks >= 20, "the delay was not in the worker's path"
-    await assert_invariants(database_url, values, published)
+    await assert_invariants(database_url, values, published, in_order=True)
 
 
 # ---- the broker -----------------------------------------------------------------------------------------
