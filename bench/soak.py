@@ -13,7 +13,8 @@ At the end (the stream stopped, everything applied and published, or a deadline)
   (a restart starts a new process; "first" is 20 s in, once caches and connections are up) and a
   sample every 30 s; it must stay flat;
 - every 30 s, besides progress and RSS, the worker's own view of its batches (from its /metrics:
-  how many, their mean size and consume-to-offset-commit time);
+  how many, their mean size and consume-to-offset-commit time) and the CPU the worker and the embedded
+  broker used (a share of one core: the broker's grows with its log, docs/operations.md);
 - the consistency check of tests/integration/test_faults.py: each game applied once (processed ids,
   two history rows per game, versions 1..n without gaps, ratings.games = version = n, each player's
   number of games), every change published at least once and nothing else published, the outbox empty.
