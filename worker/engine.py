@@ -177,7 +177,9 @@ class Plan:
     (`built_on`): such a batch that was recomputed under its locks wrote the versions its plan
     predicted, with other values. So a plan does not hold once one of those was not used. (That
     batch decided before it committed, and this one checks after it committed: the keys taken from
-    its plan are its players', whose locks this batch waits for.)
+    its plan are its players', whose locks this batch waits for. If that batch rolled back instead,
+    this attempt may read an outcome of its previous attempt, but cannot commit: before_commit sees
+    the earlier batch's failed attempt and sends this one round again, see pipeline._Batch.)
     """
 
     versions: dict[StateKey, int]  # every key read -> its version (0: not stored)
