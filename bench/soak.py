@@ -45,7 +45,7 @@ import asyncpg
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from bench.pipeline import PG_SETTINGS
+from bench.pipeline import PG_SETTINGS, rss_mib
 from tests.proxy import TcpProxy
 from tests.streams import games, player_of
 from worker import devservices
@@ -111,14 +111,9 @@ class Worker:
         self.start()
 
     def sample_rss(self, t: float) -> None:
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        self.rss.append((t, self.proc.pid, int(line.split()[1])))
-                        return
-        except OSError:
-            pass
+        mib = rss_mib(self.proc.pid)
+        if mib:
+            self.rss.append((t, self.proc.pid, int(mib * 1024)))
 
     async def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)

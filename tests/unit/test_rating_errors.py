@@ -40,43 +40,46 @@ async def test_the_failing_message_alone_is_left_out(csr_fails_on_game_5):
     assert len(store.history) == 18
 
 
-def test_a_change_that_skips_a_version_is_a_rating_error(monkeypatch):
-    """`version` counts a rating's changes without gaps (plans are checked by versions): a rating module
-    whose change does not make the next version has a bug, and its message is left out like any other."""
+def alter_csr_changes_of(monkeypatch, game_id: str, alter) -> None:
+    """A bug in CSR for one game: its changes are `alter(changes)` instead."""
     adapter = engine.REGISTRY["game.finished"]
 
     def rate(game, states, closed):
         outcome = adapter.rate(game, states, closed)
-        if game.game_id != "g-3":
-            return outcome
-        first = outcome.changes[0]
-        skipped = first._replace(after=first.after._replace(version=first.after.version + 1))
-        return outcome._replace(changes=(skipped, *outcome.changes[1:]))
+        return outcome._replace(changes=alter(outcome.changes)) if game.game_id == game_id else outcome
 
     monkeypatch.setitem(engine.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+
+
+def _replay(n: int) -> tuple[str, MemoryStore]:
     errors, store = io.StringIO(), MemoryStore()
-    asyncio.run(replay(games(6, players=3, seed=2), io.BytesIO(), store=store, errors=errors))
-    assert errors.getvalue().startswith("line 4: rating_error: ValueError: ")
-    assert "does not follow" in errors.getvalue()
+    asyncio.run(replay(games(n, players=3, seed=2), io.BytesIO(), store=store, errors=errors))
+    return errors.getvalue(), store
+
+
+def test_a_change_that_skips_a_version_is_a_rating_error(monkeypatch):
+    """`version` counts a rating's changes without gaps (plans are checked by versions): a rating module
+    whose change does not make the next version has a bug, and its message is left out like any other."""
+    def skip_a_version(changes):
+        first = changes[0]
+        return (first._replace(after=first.after._replace(version=first.after.version + 1)), *changes[1:])
+
+    alter_csr_changes_of(monkeypatch, "g-3", skip_a_version)
+    errors, store = _replay(6)
+    assert errors.startswith("line 4: rating_error: ValueError: ")
+    assert "does not follow" in errors
     assert len(store.processed_ids) == 5 and len(store.history) == 10
 
 
 def test_a_change_to_a_state_the_batch_did_not_read_or_lock_is_a_rating_error(monkeypatch):
     """A module may change only states it named (state_keys / more_keys) of players it named (players):
     the others were neither read (the change would overwrite whatever is stored) nor locked."""
-    adapter = engine.REGISTRY["game.finished"]
+    def change_a_stranger(changes):
+        first = changes[0]
+        return (*changes, first._replace(key=first.key._replace(player_id="someone-else")))
 
-    def rate(game, states, closed):
-        outcome = adapter.rate(game, states, closed)
-        if game.game_id != "g-2":
-            return outcome
-        first = outcome.changes[0]
-        stranger = first._replace(key=first.key._replace(player_id="someone-else"))
-        return outcome._replace(changes=(*outcome.changes, stranger))
-
-    monkeypatch.setitem(engine.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
-    errors, store = io.StringIO(), MemoryStore()
-    asyncio.run(replay(games(5, players=3, seed=2), io.BytesIO(), store=store, errors=errors))
-    assert errors.getvalue().startswith("line 3: rating_error: ValueError: ")
-    assert "changed without being read for the batch or its player locked" in errors.getvalue()
+    alter_csr_changes_of(monkeypatch, "g-2", change_a_stranger)
+    errors, store = _replay(5)
+    assert errors.startswith("line 3: rating_error: ValueError: ")
+    assert "changed without being read for the batch or its player locked" in errors
     assert len(store.processed_ids) == 4 and all(k.player_id != "someone-else" for k in store.states)
