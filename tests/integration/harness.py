@@ -8,13 +8,18 @@ topics, so tests never see each other's data.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import itertools
+import logging
 import os
+import signal
 import subprocess
 import sys
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -60,8 +65,8 @@ async def template_db(postgres) -> str:
     return name
 
 
-@pytest.fixture
-async def database_url(postgres, template_db) -> str:
+async def new_database(postgres, template_db: str) -> str:
+    """The URL of a new database, a copy of the migrated template (a test that needs two asks twice)."""
     name = f"rw_test_{os.getpid()}_{next(_counter)}"
     conn = await asyncpg.connect(postgres.url)
     try:
@@ -69,6 +74,11 @@ async def database_url(postgres, template_db) -> str:
     finally:
         await conn.close()
     return _with_database(postgres.url, name)
+
+
+@pytest.fixture
+async def database_url(postgres, template_db) -> str:
+    return await new_database(postgres, template_db)
 
 
 @dataclass
@@ -188,3 +198,53 @@ async def committed_offsets(bootstrap: str, topic: str, group: str, partitions: 
         return {p: await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)}
     finally:
         await consumer.stop()
+
+
+class Workers:
+    """Worker processes started by a test; whatever is still running at the end is killed."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.started: list[WorkerProcess] = []
+
+    def start(self, env: dict, name: str = "worker") -> WorkerProcess:
+        w = WorkerProcess(env, self.tmp_path / f"{name}.log")
+        self.started.append(w)
+        return w
+
+    def log(self, name: str = "worker") -> str:
+        return (self.tmp_path / f"{name}.log").read_text()
+
+    @staticmethod
+    async def wait(w: WorkerProcess, timeout: float = 60) -> int:
+        """Wait for the process without blocking the event loop (a proxy may be running on it)."""
+        return await asyncio.to_thread(w.wait, timeout)
+
+    async def stop(self, w: WorkerProcess) -> int:
+        w.signal(signal.SIGTERM)
+        return await self.wait(w)
+
+    def kill_all(self) -> None:
+        for w in self.started:
+            if w.proc.poll() is None:
+                w.proc.kill()
+                w.proc.wait(10)
+
+
+@contextlib.contextmanager
+def captured_logs(level: int = logging.DEBUG):
+    """Every log record of this process, as the worker's JSON lines, while the block runs."""
+    from worker.observability import JsonFormatter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    old = root.level
+    root.addHandler(handler)
+    root.setLevel(level)
+    try:
+        yield stream
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old)

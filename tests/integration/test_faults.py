@@ -42,7 +42,6 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from tests.integration.harness import (
     Topics,
-    WorkerProcess,
     committed_offsets,
     make_topics,
     produce,
@@ -209,52 +208,6 @@ async def proxied_broker():
     finally:
         await proxy.stop()
         broker.stop()
-
-
-@pytest.fixture
-async def own_broker():
-    """A broker of this test's own (it is paused, stopped or emptied)."""
-    broker = devservices.start_broker()
-    yield broker
-    broker.stop()
-
-
-class Workers:
-    """Worker processes started by a test; whatever is still running at the end is killed."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self.started: list[WorkerProcess] = []
-
-    def start(self, env: dict, name: str = "worker") -> WorkerProcess:
-        w = WorkerProcess(env, self.tmp_path / f"{name}.log")
-        self.started.append(w)
-        return w
-
-    def log(self, name: str = "worker") -> str:
-        return (self.tmp_path / f"{name}.log").read_text()
-
-    @staticmethod
-    async def wait(w: WorkerProcess, timeout: float = 60) -> int:
-        """Wait for the process without blocking the event loop (a proxy may be running on it)."""
-        return await asyncio.to_thread(w.wait, timeout)
-
-    async def stop(self, w: WorkerProcess) -> int:
-        w.signal(signal.SIGTERM)
-        return await self.wait(w)
-
-    def kill_all(self) -> None:
-        for w in self.started:
-            if w.proc.poll() is None:
-                w.proc.kill()
-                w.proc.wait(10)
-
-
-@pytest.fixture
-def workers(tmp_path):
-    ws = Workers(tmp_path)
-    yield ws
-    ws.kill_all()
 
 
 def _http_get(port: int, path: str) -> tuple[int, str]:

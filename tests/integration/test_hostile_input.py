@@ -5,17 +5,14 @@ rest of the stream is rated, and neither the logs nor the metrics show the datab
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
-import logging
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import orjson
 import pytest
 
-from tests.integration.harness import produce, read_topic, wait_processed, worker_config
-from worker.observability import JsonFormatter, Metrics
+from tests.integration.harness import captured_logs, produce, read_topic, wait_processed, worker_config
+from worker.observability import Metrics
 from worker.service import run_service
 
 pytestmark = pytest.mark.integration
@@ -72,22 +69,6 @@ def with_password(url: str) -> tuple[str, str]:
         return url, parts.password
     user, _, host = parts.netloc.rpartition("@")
     return urlunsplit(parts._replace(netloc=f"{user or 'postgres'}:{PASSWORD}@{host}")), PASSWORD
-
-
-@contextlib.contextmanager
-def captured_logs():
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    old = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield stream
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old)
 
 
 async def test_hostile_input_through_the_real_worker(database_url, broker, topics):
