@@ -17,6 +17,11 @@ class ConfigError(ValueError):
     pass
 
 
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+# The codecs Kafka defines; "none" is the Kafka producer's default.
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
 def mask_url(url: str) -> str:
     """The URL with its password replaced by ***, for logs and reprs."""
     parts = urlparse(url)
@@ -50,6 +55,9 @@ class Config:
     kafka_session_timeout_ms: int = 10000
     kafka_heartbeat_interval_ms: int = 3000
     kafka_fetch_max_wait_ms: int = 500
+    kafka_isolation_level: str = "read_committed"
+    kafka_compression_type: str = "none"
+    drain_timeout_s: float = 30.0
     kafka_security_protocol: str = "PLAINTEXT"
     kafka_sasl_mechanism: str = ""
     kafka_sasl_username: str = ""
@@ -100,6 +108,13 @@ HELP = {
     "kafka_fetch_max_wait_ms": "longest time the broker may hold a fetch waiting for records (Kafka answers as soon "
                                "as one record is there; the embedded broker holds every fetch up to this long: "
                                "docs/operations.md)",
+    "kafka_isolation_level": "read_committed (records of aborted or open transactions are never rated) or "
+                             "read_uncommitted",
+    "kafka_compression_type": "compression of the records the worker produces (rating.changed, dead letters): "
+                              "none, gzip, snappy, lz4 or zstd; input records of every codec are read whatever "
+                              "this says",
+    "drain_timeout_s": "longest a stop (SIGTERM) or a rebalance waits for the batches in hand to finish; what is "
+                       "not finished by then is abandoned uncommitted and redelivered",
     "kafka_security_protocol": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
     "kafka_sasl_mechanism": "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
     "kafka_sasl_username": "SASL user",
@@ -197,6 +212,10 @@ def _validate_kafka(c: Config) -> None:
             raise ConfigError(f"KAFKA_BOOTSTRAP_SERVERS: {server!r} is not host:port")
     if c.kafka_security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         raise ConfigError(f"KAFKA_SECURITY_PROTOCOL={c.kafka_security_protocol!r}: not a Kafka protocol")
+    if c.kafka_isolation_level not in ISOLATION_LEVELS:
+        raise ConfigError(f"KAFKA_ISOLATION_LEVEL={c.kafka_isolation_level!r}: read_committed or read_uncommitted")
+    if c.kafka_compression_type not in COMPRESSION_TYPES:
+        raise ConfigError(f"KAFKA_COMPRESSION_TYPE={c.kafka_compression_type!r}: one of {', '.join(COMPRESSION_TYPES)}")
     if c.kafka_security_protocol.startswith("SASL") and not (c.kafka_sasl_mechanism and c.kafka_sasl_username):
         raise ConfigError("KAFKA_SASL_MECHANISM and KAFKA_SASL_USERNAME are required with SASL")
 
@@ -216,6 +235,8 @@ def validate(c: Config) -> None:
             raise ConfigError(f"{name.upper()}={getattr(c, name)}: must be at least 1")
     if c.db_command_timeout_s <= 0:
         raise ConfigError(f"DB_COMMAND_TIMEOUT_S={c.db_command_timeout_s}: must be positive")
+    if not (math.isfinite(c.drain_timeout_s) and c.drain_timeout_s > 0):
+        raise ConfigError(f"DRAIN_TIMEOUT_S={c.drain_timeout_s}: must be positive")
     if c.watchdog_timeout_s != 0 and not (math.isfinite(c.watchdog_timeout_s)
                                           and c.watchdog_timeout_s > c.db_command_timeout_s):
         raise ConfigError(

@@ -67,3 +67,53 @@ def test_flags_win_over_environment():
     args = parser.parse_args(["--batch-size", "77", "--migrate"])
     c = load(args, env={**OK, "BATCH_SIZE": "5"})
     assert c.batch_size == 77 and c.migrate is True
+
+
+# ---- issue 18: isolation, compression, the drain bound, and the clients built from them --------------------
+
+
+async def test_the_consumer_reads_committed_records_by_default_and_the_setting_reaches_the_client():
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    from worker import kafka_clients
+
+    c = load(env=OK)
+    assert c.kafka_isolation_level == "read_committed"
+    consumer = kafka_clients.group_consumer(c)
+    assert consumer._isolation_level == "read_committed"
+    # Round robin first (the workers among themselves), range for groups other clients are in.
+    assert consumer._partition_assignment_strategy == (RoundRobinPartitionAssignor, RangePartitionAssignor)
+    other = kafka_clients.group_consumer(load(env={**OK, "KAFKA_ISOLATION_LEVEL": "read_uncommitted"}))
+    assert other._isolation_level == "read_uncommitted"
+    reader = kafka_clients.reader(c)
+    assert reader._isolation_level == "read_committed"
+    for client in (consumer, other, reader):
+        await client.stop()
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+async def test_every_kafka_codec_can_compress_the_workers_own_records(codec):
+    """KAFKA_COMPRESSION_TYPE (default none, as Kafka's producer): every codec is installed (cramjam), so
+    a producer of each can be built, and aiokafka can read each on input."""
+    from aiokafka import codec as codecs
+
+    from worker import kafka_clients
+
+    c = load(env={**OK, "KAFKA_COMPRESSION_TYPE": codec})
+    producer = kafka_clients.producer(c)
+    assert producer._compression_type == (None if codec == "none" else codec)
+    await producer.stop()
+    assert codecs.has_gzip() and codecs.has_snappy() and codecs.has_lz4() and codecs.has_zstd()
+    assert load(env=OK).kafka_compression_type == "none"
+
+
+@pytest.mark.parametrize("env,words", [
+    ({"KAFKA_ISOLATION_LEVEL": "committed"}, "KAFKA_ISOLATION_LEVEL='committed': read_committed or read_uncommitted"),
+    ({"KAFKA_COMPRESSION_TYPE": "brotli"}, "KAFKA_COMPRESSION_TYPE='brotli': one of none, gzip, snappy, lz4, zstd"),
+    ({"DRAIN_TIMEOUT_S": "0"}, "DRAIN_TIMEOUT_S=0.0: must be positive"),
+    ({"DRAIN_TIMEOUT_S": "nan"}, "DRAIN_TIMEOUT_S=nan: must be positive"),
+])
+def test_issue_18_settings_are_checked_at_start(env, words):
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        load(env={**OK, **env})
