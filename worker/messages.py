@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from typing import Any
 import fastjsonschema
 import orjson
 
+from worker.binding import binary_attributes
 from worker.fastcheck import DATA_CHECKS, envelope_surely_valid
 from worker.ratings.inputs import (
     AccountClosed,
@@ -649,8 +651,29 @@ def _reject_nul(event: dict) -> None:
         raise BadMessage("invalid_data", f"{found}: must not contain the NUL character (U+0000)")
 
 
-def decode(value: bytes | None, max_bytes: int = MAX_BYTES) -> Message:
-    """One Kafka record value -> a valid input `Message`, or BadMessage(error_class, reason)."""
+def decode(value: bytes | None, max_bytes: int = MAX_BYTES, headers: Sequence[tuple[str, bytes]] = ()) -> Message:
+    """One Kafka record -> a valid input `Message`, or BadMessage(error_class, reason).
+
+    `headers` are the record's: a binary-mode record (worker.binding) has its attributes there and its
+    `data` alone in the value; a structured one (the usual case, and every record without headers) has
+    the whole event in the value."""
+    if headers:
+        try:
+            attributes = binary_attributes(headers)
+        except ValueError as exc:
+            raise BadMessage("invalid_envelope", str(exc)) from None
+        if attributes is not None:
+            data, nul = _parse_value(value, max_bytes)
+            event = {**attributes, "data": data}
+            return _decode_event(event, nul or any("\x00" in v for v in attributes.values()))
+    event, nul = _parse_value(value, max_bytes)
+    if event.__class__ is not dict:
+        raise BadMessage("invalid_envelope", f"envelope: must be a JSON object, not {_show(event)}")
+    return _decode_event(event, nul)
+
+
+def _parse_value(value: bytes | None, max_bytes: int) -> tuple[Any, bool]:
+    """The record value's JSON (size, UTF-8 and JSON checked), and whether its text has an escaped NUL."""
     if value is None:
         raise BadMessage("invalid_json", "record value: missing (a null value, e.g. a tombstone)")
     size = len(value)
@@ -661,7 +684,7 @@ def decode(value: bytes | None, max_bytes: int = MAX_BYTES) -> Message:
     if value.__class__ is memoryview:
         value = value.tobytes()
     try:
-        event = orjson.loads(value)
+        parsed = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
         if value.__class__ is str:
             try:
@@ -672,9 +695,11 @@ def decode(value: bytes | None, max_bytes: int = MAX_BYTES) -> Message:
                 ) from None
         raise _not_json(value, exc) from None
     # A NUL can only be written \u0000 in JSON: the exact check runs only when the text has one.
-    nul = (b"\\u0000" if value.__class__ is not str else "\\u0000") in value
-    if event.__class__ is not dict:
-        raise BadMessage("invalid_envelope", f"envelope: must be a JSON object, not {_show(event)}")
+    return parsed, (b"\\u0000" if value.__class__ is not str else "\\u0000") in value
+
+
+def _decode_event(event: dict, nul: bool) -> Message:
+    """A parsed event (structured, or assembled from a binary record) -> a valid `Message`."""
     if not envelope_surely_valid(event):
         try:
             _ENVELOPE(event)
