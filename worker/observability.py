@@ -68,6 +68,19 @@ class Metrics:
             "had committed (the broker lost its data or the group's offsets, or they were reset)", ["topic"],
             registry=r,
         )
+        self.unreadable_offset = Gauge(
+            "rating_worker_unreadable_offset", "The offset of a record this worker cannot read (a codec it does "
+            "not have, a corrupt batch): its partition is stopped there, the others go on. Present only while "
+            "it is so", ["topic", "partition"], registry=r,
+        )
+        self.assigned_partitions = Gauge(
+            "rating_worker_assigned_partitions", "Input partitions assigned to this worker by its consumer group",
+            ["topic"], registry=r,
+        )
+        self.topic_partitions = Gauge(
+            "rating_worker_topic_partitions", "Partitions of each input topic, as the broker's metadata says "
+            "(the group's workers together should be assigned all of them)", ["topic"], registry=r,
+        )
 
 
 def observe_many(histogram: Histogram, values: Iterable[float]) -> None:

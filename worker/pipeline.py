@@ -22,11 +22,14 @@ from typing import TypeVar
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import murmur2
 
-from worker.config import Config, kafka_security
+from worker import deadletter, kafka_clients
+from worker.binding import OUTPUT_HEADERS
+from worker.config import Config
 from worker.engine import BatchResult, Plan, apply_batch, plan_batch, system_for
+from worker.intake import Intake, group_trouble, is_group_error
 from worker.messages import BadMessage, decode
 from worker.observability import HealthServer, Metrics, Readiness, log, observe_many
 from worker.store.base import ChangeRecord, StateStore
@@ -57,6 +60,11 @@ FAULT_POINTS = ("kill_after_commit", "kill_after_publish")
 BROKER_PROBE_INTERVAL_S = 5.0
 BROKER_PROBE_TIMEOUT_S = 5.0
 BROKER_PROBE = "broker: probe"
+# The longest key of a dead letter that is hashed to choose its partition (murmur2 is pure Python).
+DEAD_LETTER_KEY_HASHED = 1024
+# How long closing each Kafka client may take at a stop (leaving the group, flushing the producer): a
+# coordinator that does not answer must not hold the exit.
+CLOSE_TIMEOUT_S = 5.0
 
 
 def fault_from_env() -> tuple[str, int] | None:
@@ -75,7 +83,13 @@ def fault_from_env() -> tuple[str, int] | None:
 
 
 class Stopping(Exception):
-    """Raised inside a retry loop when shutdown was asked for: the batch in hand is abandoned, uncommitted."""
+    """A stop was asked for: the wait or start-up step in progress is given up."""
+
+
+class Abandoned(Exception):
+    """The batches in hand are given up uncommitted: a stop or a rebalance cannot wait for their database
+    or broker work, which failed (an outage) or took longer than DRAIN_TIMEOUT_S. Their records are
+    delivered again to whoever owns the partitions next."""
 
 
 class PreviousBatchFailed(Exception):
@@ -99,6 +113,7 @@ class _Batch:
         self.attempt = 0
         self.seq = 0  # its number in this process, for its readiness reason
         self.locked = self.failed = self.committed = self.abandoned = False
+        self.reported = self.published = False  # steps of its completion done (a stop may interrupt it)
         self.plan: Plan | None = None
         self.records: list = []  # the Kafka records of `good`, for dead-lettering a message that fails
         self.timestamps: list[int] = []  # every record's timestamp (ms), for the record latency
@@ -116,7 +131,7 @@ class _Batch:
 
     def _check(self, p: _Batch) -> None:
         if p.abandoned:
-            raise Stopping()
+            raise Abandoned()  # the batches after an abandoned one are abandoned with it
 
     async def before_lock(self) -> None:
         p = self.prev
@@ -153,7 +168,9 @@ class _Batch:
 
 
 class _FinishBatchesBeforeRevoke(ConsumerRebalanceListener):
-    """Partitions are given away only after the batches in hand are applied, published and committed."""
+    """Partitions are given away only after the batches in hand are applied, published and committed, or,
+    when that cannot happen within DRAIN_TIMEOUT_S (a database or broker outage), abandoned uncommitted:
+    the group waits for this worker meanwhile, and its records go to the partitions' next owner."""
 
     def __init__(self, pipeline: Pipeline) -> None:
         self._pipeline = pipeline
@@ -162,13 +179,20 @@ class _FinishBatchesBeforeRevoke(ConsumerRebalanceListener):
         # aiokafka only logs what a listener raises: a failure here must stop the pipeline itself,
         # or the next batch's offsets could be committed past messages that were never applied.
         try:
-            await self._pipeline.drain()
+            await self._pipeline.drain(self._pipeline.config.drain_timeout_s)
         except BaseException as exc:  # noqa: BLE001 - handed to the pipeline, which re-raises it
             self._pipeline.halt(exc)
-        self._pipeline.forget_lag(revoked)
+        self._pipeline.forget_partitions(revoked)
 
     async def on_partitions_assigned(self, assigned) -> None:
-        pass
+        self._pipeline.assigned(assigned)
+
+
+def _by_topic(partitions) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out
 
 
 class Pipeline:
@@ -186,7 +210,13 @@ class Pipeline:
         self._stopping = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
+        self.intake: Intake | None = None
+        self.started = False
         self.batches = 0
+        self.abandoned = 0  # batches given up uncommitted (stop or rebalance during an outage)
+        self._draining = False  # a retry gives up at its next failure (the batch is abandoned)
+        self._assignment: set[TopicPartition] = set()
+        self._group_trouble: str | None = None
         self._hashes: dict[bytes, int] = {}
         self._halted = False
         self._broken: BaseException | None = None
@@ -210,77 +240,43 @@ class Pipeline:
 
     async def start(self) -> None:
         c = self.config
-        security = kafka_security(c)
-        self.producer = AIOKafkaProducer(
-            bootstrap_servers=c.kafka_bootstrap_servers,
-            acks="all",
-            enable_idempotence=False,  # ids are stable and consumers dedupe; see README "Delivery"
-            linger_ms=2,
-            max_batch_size=1_048_576,
-            max_request_size=c.max_message_bytes + 65536,
-            request_timeout_ms=30000,
-            **security,
-        )
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=c.kafka_bootstrap_servers,
-            group_id=c.kafka_group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            max_partition_fetch_bytes=max(1_048_576, c.max_message_bytes + 65536),
-            fetch_max_bytes=52_428_800,
-            session_timeout_ms=c.kafka_session_timeout_ms,
-            heartbeat_interval_ms=c.kafka_heartbeat_interval_ms,
-            max_poll_interval_ms=600000,
-            fetch_max_wait_ms=c.kafka_fetch_max_wait_ms,
-            **security,
-        )
-        await self._retry_broker("start producer", self.producer.start)
-        await self._retry_broker("start consumer", self.consumer.start)
+        self.producer = kafka_clients.producer(c)
+        self.consumer = kafka_clients.group_consumer(c)
+        self.intake = Intake(self.consumer, self.metrics, self.readiness, self._sleep,
+                             probe_ms=c.kafka_fetch_max_wait_ms + 1000)
+        await self._retry_broker("start producer", self.producer.start, interruptible=True)
+        await self._retry_broker("start consumer", self.consumer.start, interruptible=True)
         self.consumer.subscribe(list(c.kafka_input_topics), listener=_FinishBatchesBeforeRevoke(self))
+        self.started = True
         self.readiness.recover("starting")
         log(logger, logging.INFO, "worker started", topics=list(c.kafka_input_topics), group=c.kafka_group_id)
 
     async def close(self) -> None:
-        if self.consumer is not None:
+        """Stop the Kafka clients (leave the group), each within CLOSE_TIMEOUT_S."""
+        for name, client in (("consumer", self.consumer), ("producer", self.producer)):
+            if client is None:
+                continue
             try:
-                await self.consumer.stop()
-            except KafkaError as exc:
-                log(logger, logging.WARNING, "consumer stop failed", error=repr(exc))
-        if self.producer is not None:
-            try:
-                await self.producer.stop()
-            except KafkaError as exc:
-                log(logger, logging.WARNING, "producer stop failed", error=repr(exc))
+                await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT_S)
+            except (KafkaError, TimeoutError) as exc:
+                log(logger, logging.WARNING, f"{name} stop failed", error=repr(exc), timeout_s=CLOSE_TIMEOUT_S)
 
     async def run(self) -> None:
-        """Consume until `stop()`. Background: the outbox relay, the lag gauges and the broker probe."""
+        """Consume until `stop()`. Background: the outbox relay, the lag gauges and the broker probe.
+
+        A stop finishes the batches in hand within DRAIN_TIMEOUT_S and abandons the rest uncommitted."""
         helpers = [asyncio.create_task(self._relay_loop()), asyncio.create_task(self._lag_loop()),
                    asyncio.create_task(self._broker_probe_loop())]
         try:
             while not self._stopping.is_set():
-                await self._complete_finished()
-                if len(self._inflight) >= self.config.max_inflight_batches:
-                    await self._complete_oldest()
-                    continue
                 try:
-                    # With batches in flight, take only what is already fetched, and otherwise finish one.
-                    wait = 0 if self._inflight else self.config.batch_wait_ms
-                    records = await self.consumer.getmany(timeout_ms=wait, max_records=self.config.batch_size)
-                except KafkaError as exc:
-                    self.metrics.broker_retries.inc()
-                    self.readiness.fail("broker: fetch")
-                    log(logger, logging.WARNING, "fetch failed, retrying", error=repr(exc))
-                    await self._sleep(1.0)
-                    continue
-                self.readiness.recover("broker: fetch")
-                if records:
-                    await self._launch(records)
-                elif self._inflight:
-                    await self._complete_oldest()
-            await self.drain()
+                    await self._step()
+                except Stopping:
+                    break  # whatever was waited for is given up; the drain below picks it up again
+            await self.drain(self.config.drain_timeout_s)
             if self._broken is not None:
                 raise self._broken
-        except Stopping:
+        except (Stopping, Abandoned):
             self._abandon()
         except BaseException:
             self._abandon()
@@ -289,20 +285,83 @@ class Pipeline:
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
-            log(logger, logging.INFO, "worker stopped", batches=self.batches)
+
+    async def _step(self) -> None:
+        """One turn of the loop: complete what is finished, then take records or complete the oldest batch.
+        Every wait is cut short by a stop (Stopping)."""
+        await self._until_stopped(self._complete_finished())
+        if len(self._inflight) >= self.config.max_inflight_batches:
+            await self._until_stopped(self._complete_oldest())
+            return
+        # With batches in flight, take only what is already fetched, and otherwise finish one.
+        wait = 0 if self._inflight else self.config.batch_wait_ms
+        try:
+            records = await self._until_stopped(self.intake.take(wait, self.config.batch_size))
+        except KafkaError as exc:
+            if not is_group_error(exc):
+                raise
+            self._group_failed(exc)
+            await self._sleep(1.0)
+            return
+        if records:
+            await self._launch(records)
+        elif self._inflight:
+            await self._until_stopped(self._complete_oldest())
+
+    async def _until_stopped(self, coro: Awaitable[T]) -> T:
+        """`coro`, cancelled when a stop is asked for (raises Stopping then): for waits that can last
+        (a fetch held while a rebalance waits for the coordinator, a client's start-up)."""
+        if self._stopping.is_set():
+            coro.close()
+            raise Stopping()
+        work = asyncio.ensure_future(coro)
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait((work, stop), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not work.done():
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+        if work.cancelled():
+            raise Stopping()
+        return work.result()
+
+    # ---- the group ---------------------------------------------------------------------------
+
+    def _group_failed(self, exc: BaseException) -> None:
+        """Not in the consumer group (nothing is fetched): said once per kind of trouble, until it joins."""
+        reason = group_trouble(exc)
+        if reason != self._group_trouble:
+            if self._group_trouble is not None:
+                self.readiness.recover(self._group_trouble)
+            self._group_trouble = reason
+            self.readiness.fail(reason)
+            log(logger, logging.ERROR, "cannot join the consumer group: retrying, rating nothing meanwhile "
+                "(docs/operations.md, 'Consumer group trouble')", group=self.config.kafka_group_id,
+                error=repr(exc), reason=reason)
+
+    def assigned(self, partitions) -> None:
+        """The group's new assignment (after every rebalance): logged, counted, and the end of group trouble."""
+        new, old = set(partitions), self._assignment
+        self._assignment = new
+        if self._group_trouble is not None:
+            self.readiness.recover(self._group_trouble)
+            self._group_trouble = None
+            log(logger, logging.INFO, "joined the consumer group", group=self.config.kafka_group_id)
+        counts = Counter(tp.topic for tp in new)
+        for topic in set(self.config.kafka_input_topics) | set(counts):
+            self.metrics.assigned_partitions.labels(topic).set(counts.get(topic, 0))
+        log(logger, logging.INFO, "partitions assigned", partitions=len(new), gained=_by_topic(new - old),
+            lost=_by_topic(old - new))
+
+    def forget_partitions(self, partitions) -> None:
+        """Partitions taken away: their lag series and fetch positions are the next owner's."""
+        self.forget_lag(partitions)
+        if self.intake is not None:
+            self.intake.forget(partitions)
 
     # ---- batches ---------------------------------------------------------------------------------
-
-    async def process(self, records: dict[TopicPartition, list]) -> BatchResult:
-        """Apply, publish and commit one batch now (the loop does the same, several at a time)."""
-        batch = await self._launch(records)
-        async with self._complete_lock:
-            while self._inflight:
-                done = self._inflight[0]
-                await self._complete(self._inflight.popleft())
-                if done is batch:
-                    break
-        return batch.task.result()
 
     async def _launch(self, records: dict[TopicPartition, list]) -> _Batch:
         """Decode a batch and start its database stage; yields now and then so that the batches
@@ -317,7 +376,7 @@ class Pipeline:
                 if i % 500 == 499:
                     await asyncio.sleep(0)
                 try:
-                    message = decode(record.value, self.config.max_message_bytes)
+                    message = decode(record.value, self.config.max_message_bytes, record.headers)
                     if system_for(message) is None:
                         raise BadMessage("unsupported", f"{message.type}: no rating system for it in this version")
                     good.append(message)
@@ -390,8 +449,8 @@ class Pipeline:
                 self.readiness.fail(reason)
                 log(logger, logging.WARNING, "batch rolled back, retrying", error=repr(exc), retry_in_s=delay,
                     messages=len(b.good))
-                if self._stopping.is_set():
-                    raise Stopping() from exc
+                if self._giving_up():
+                    raise Abandoned() from exc
                 await self._sleep(delay)
                 delay = min(delay * 2, self.config.retry_backoff_max_s)
                 continue
@@ -424,18 +483,59 @@ class Pipeline:
     async def _complete_oldest(self) -> None:
         async with self._complete_lock:
             if self._inflight:
-                await self._complete(self._inflight.popleft())
+                try:
+                    await self._complete_first()
+                except Abandoned:
+                    self._give_up_inflight("failed")
 
-    async def drain(self) -> None:
-        """Finish every batch in hand, in order (before a rebalance, at shutdown)."""
+    async def _complete_first(self) -> None:
+        """Complete the oldest batch; it leaves the queue once complete (if it is still there: a drain that
+        timed out may have given the queue up meanwhile)."""
+        b = self._inflight[0]
+        await self._complete(b)
+        if self._inflight and self._inflight[0] is b:
+            self._inflight.popleft()
+
+    async def drain(self, timeout_s: float) -> None:
+        """Finish every batch in hand, in order (before a rebalance, at a stop). A batch not finished
+        within `timeout_s`, or whose database or broker work fails meanwhile, is abandoned uncommitted
+        with every batch after it: its records come again to whoever owns the partition next."""
+        self._draining = True
+        try:
+            await asyncio.wait_for(self._drain_locked(), timeout_s)
+        except TimeoutError:
+            self._give_up_inflight("timed out", timeout_s)
+        except Abandoned:
+            self._give_up_inflight("failed", timeout_s)
+        finally:
+            self._draining = False
+
+    async def _drain_locked(self) -> None:
         async with self._complete_lock:
             while self._inflight:
-                await self._complete(self._inflight.popleft())
+                await self._complete_first()
+
+    def _give_up_inflight(self, why: str, timeout_s: float | None = None) -> None:
+        """The batches in hand could not be finished: give them up, uncommitted, and carry on afresh."""
+        count = self._cancel_inflight()
+        self._last = None
+        self._unfinished = 0
+        if self.intake is not None:
+            # Their records must come again: every partition goes back to its committed offset (a
+            # rebalance does that too, but nothing may depend on one following).
+            self.intake.rewind_to_committed()
+        if count:
+            log(logger, logging.WARNING, f"finishing the batches in hand {why}: abandoned uncommitted, their "
+                "records are delivered again", batches=count, drain_timeout_s=timeout_s or self.config.drain_timeout_s)
+
+    def _giving_up(self) -> bool:
+        """After a failure, retry (False) or give the batch up uncommitted (a stop or a rebalance waits)."""
+        return self._stopping.is_set() or self._draining
 
     def halt(self, exc: BaseException) -> None:
         """Stop after a failure outside the main loop (in the rebalance listener): nothing more is
         committed, and `run` raises the failure (a requested stop that could not finish just stops)."""
-        if self._broken is None and not isinstance(exc, Stopping):
+        if self._broken is None and not isinstance(exc, Stopping | Abandoned):
             self._broken = exc
         log(logger, logging.ERROR, "pipeline halted", error=repr(exc))
         self._abandon()
@@ -445,38 +545,60 @@ class Pipeline:
         """Give up the batches in hand, uncommitted: from now on no offset is committed, since a later
         batch's offsets could pass an abandoned batch's messages (they are redelivered after a restart)."""
         self._halted = True
+        self._cancel_inflight()
+
+    def _cancel_inflight(self) -> int:
+        """Mark every batch in hand abandoned (the batches waiting behind one stop waiting) and cancel its
+        database stage (rolled back unless it committed already); how many there were."""
+        count = len(self._inflight)
         for b in self._inflight:
             b.abandoned = True
             b.planned.set()
             b.notify()
             b.task.cancel()
         self._inflight.clear()
+        self.abandoned += count
+        return count
 
     async def _complete(self, b: _Batch) -> None:
-        """After the database commit: dead letters, publish, mark published, commit offsets (in order)."""
+        """After the database commit: dead letters, publish, mark published, commit offsets (in order).
+
+        A stop may cut it short at any await and the drain then completes the batch again: the batch's
+        own task is shielded (a stop does not roll back a transaction that can finish), and each step is
+        done once."""
         if self._halted:
             raise Stopping()
-        result = await b.task
+        try:
+            result = await asyncio.shield(b.task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if b.abandoned and not (current is not None and current.cancelling()):
+                raise Abandoned() from None  # given up by a drain meanwhile, not our own cancellation
+            raise
         if self._fault is not None:
             self._inject_fault("kill_after_commit")
-        dead = list(b.dead)
-        for index, error in result.failed:
-            message = b.good[index]
-            log(logger, logging.ERROR, "rating failed, message dead-lettered", type=message.type, source=message.source,
-                id=message.id, error=error)
-            dead.append((b.records[index], BadMessage("rating_error", error)))
-        if dead:
-            await self._dead_letter(dead)
-        self._count(b.good, result)
-        if b.good:
-            self.metrics.batch_plans.labels("held" if result.planned else "recomputed").inc()
-        await self._publish(result.records)
-        if result.row_ids:
-            await self._retry_db("mark published", lambda: self.store.mark_published(result.row_ids))
+        if not b.reported:
+            dead = list(b.dead)
+            for index, error in result.failed:
+                message = b.good[index]
+                log(logger, logging.ERROR, "rating failed, message dead-lettered", type=message.type,
+                    source=message.source, id=message.id, error=error)
+                dead.append((b.records[index], BadMessage("rating_error", error)))
+            if dead:
+                await self._dead_letter(dead)
+            self._count(b.good, result)
+            if b.good:
+                self.metrics.batch_plans.labels("held" if result.planned else "recomputed").inc()
+            b.reported = True
+        if not b.published:
+            await self._publish(result.records)
+            if result.row_ids:
+                await self._retry_db("mark published", lambda: self.store.mark_published(result.row_ids))
+            b.published = True
         if self._fault is not None:
             self._inject_fault("kill_after_publish")
         await self._commit(b.offsets)
-        self._unfinished -= 1
+        self._unfinished = max(0, self._unfinished - 1)
         self._lag_seen = 0  # measured before this batch: the lag loop measures it again within 5 s
         self.batches += 1
         # Records of the old message format have no timestamp (None); a clock behind the producer's, 0.
@@ -493,8 +615,9 @@ class Pipeline:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def has_work(self) -> bool:
-        """For the watchdog: records fetched and not yet committed, or waiting in the partitions."""
-        return self._unfinished > 0 or self._lag_seen > 0
+        """For the watchdog: records fetched and not yet committed, or waiting in the partitions, or the
+        worker kept out of its consumer group (a fresh process may join where this one cannot)."""
+        return self._unfinished > 0 or self._lag_seen > 0 or self._group_trouble is not None
 
     def _count(self, good, result: BatchResult) -> None:
         counts = Counter(
@@ -511,31 +634,47 @@ class Pipeline:
                     reason=reason)
 
     async def _dead_letter(self, dead: Sequence) -> None:
-        """Copy each bad record, bytes unchanged, to the DLQ with Kafka Connect style headers."""
+        """Copy each bad record to the DLQ, as whole as fits (worker.deadletter), with the reason in headers."""
         topic = self.config.kafka_dlq_topic
+        limit = kafka_clients.request_limit(self.config) - 1024  # the produce request's own framing
+        letters = [(record, exc, deadletter.build(record, exc.error_class, exc.reason, limit)) for record, exc in dead]
 
         async def send_all() -> None:
-            futures = []
-            for record, exc in dead:
-                headers = [
-                    ("error.class", exc.error_class.encode()),
-                    ("error.message", exc.reason.encode()),
-                    ("source.topic", record.topic.encode()),
-                    ("source.partition", str(record.partition).encode()),
-                    ("source.offset", str(record.offset).encode()),
-                ]
-                futures.append(await self.producer.send(topic, value=record.value, key=record.key, headers=headers))
-            await asyncio.gather(*futures)
+            futures = [await self._send_letter(topic, record, letter) for record, _, letter in letters]
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            for (record, exc, _), result in zip(letters, results, strict=True):
+                if isinstance(result, MessageSizeTooLargeError):
+                    # The broker's limit (message.max.bytes) is below the producer's: the record's parts go.
+                    small = deadletter.minimal(record, exc.error_class, exc.reason)
+                    await (await self._send_letter(topic, record, small))
+                elif isinstance(result, BaseException):
+                    raise result
 
         await self._retry_broker("dead-letter", send_all)
-        for record, exc in dead:
+        for record, exc, letter in letters:
             self.metrics.messages.labels("unknown", "dead_lettered", exc.error_class).inc()
             self.metrics.dead_letters.labels(exc.error_class).inc()
+            omitted = {name: int(v) for name, v in letter.headers if name.endswith(".omitted")}
             log(
                 logger, logging.WARNING, "bad message dead-lettered",
                 topic=record.topic, partition=record.partition, offset=record.offset,
-                error_class=exc.error_class, reason=exc.reason,
+                error_class=exc.error_class, reason=exc.reason, **({"omitted": omitted} if omitted else {}),
             )
+
+    async def _send_letter(self, topic: str, record, letter: deadletter.DeadLetter) -> asyncio.Future:
+        """One dead letter in a batch of its own (a record may have neither key nor value, which
+        aiokafka's send() refuses). A letter with a short key goes where Kafka's partitioner puts the key;
+        others go by the partition they came from (a bad record's key may be a megabyte: hashing it would
+        block the loop, and caching it like the players' keys would keep it in memory)."""
+        partitions = sorted(await self.producer.partitions_for(topic))
+        if letter.key is not None and len(letter.key) <= DEAD_LETTER_KEY_HASHED:
+            partition = partitions[(murmur2(letter.key) & 0x7FFFFFFF) % len(partitions)]
+        else:
+            partition = partitions[record.partition % len(partitions)]
+        batch = self.producer.create_batch()
+        batch.append(key=letter.key, value=letter.value, timestamp=None, headers=letter.headers)
+        batch.close()
+        return await self.producer.send_batch(batch, topic, partition=partition)
 
     async def _publish(self, records: Sequence[ChangeRecord]) -> None:
         if not records:
@@ -565,11 +704,11 @@ class Pipeline:
         for partition, records in by_partition.items():
             batch = self.producer.create_batch()
             for key, value in records:
-                if batch.append(key=key, value=value, timestamp=None) is None:
+                if batch.append(key=key, value=value, timestamp=None, headers=OUTPUT_HEADERS) is None:
                     batch.close()
                     futures.append(await self.producer.send_batch(batch, topic, partition=partition))
                     batch = self.producer.create_batch()
-                    batch.append(key=key, value=value, timestamp=None)
+                    batch.append(key=key, value=value, timestamp=None, headers=OUTPUT_HEADERS)
             batch.close()
             futures.append(await self.producer.send_batch(batch, topic, partition=partition))
         await asyncio.gather(*futures)
@@ -624,7 +763,7 @@ class Pipeline:
                 backlog = getattr(self.store, "outbox_backlog", None)
                 if backlog is not None:
                     self.metrics.outbox_backlog.set(await backlog())
-            except DB_ERRORS + (KafkaError,) as exc:
+            except DB_ERRORS + (KafkaError, Abandoned) as exc:  # Abandoned: a stop or drain cut a retry short
                 log(logger, logging.WARNING, "relay failed, will retry", error=repr(exc))
             min_age = self.config.relay_min_age_s
             await self._sleep(self.config.relay_interval_s)
@@ -641,13 +780,19 @@ class Pipeline:
         while not self._stopping.is_set():
             try:
                 total = 0
+                stopped = self.intake.stopped() if self.intake is not None else set()
                 for tp in self.consumer.assignment():
                     end = self.consumer.highwater(tp)
                     if end is not None:
                         lag = end - await self.consumer.position(tp)
                         self.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(lag)
-                        total += max(0, lag)
+                        if tp not in stopped:  # waiting for an operator, not for this worker
+                            total += max(0, lag)
                 self._lag_seen = total
+                for topic in self.config.kafka_input_topics:
+                    partitions = self.consumer.partitions_for_topic(topic)
+                    if partitions is not None:
+                        self.metrics.topic_partitions.labels(topic).set(len(partitions))
             except (KafkaError, IllegalStateError):
                 pass
             await self._sleep(5.0)
@@ -680,15 +825,18 @@ class Pipeline:
         except TimeoutError:
             pass
 
-    async def _retry(self, what: str, action: Callable[[], Awaitable[T]], errors, counter, source: str) -> T:
+    async def _retry(self, what: str, action: Callable[[], Awaitable[T]], errors, counter, source: str,
+                     interruptible: bool = False) -> T:
         """Retry a transient failure with capped exponential backoff; not ready meanwhile (the reason
-        "<source>: <what>": no two retries of the same `what` run at once)."""
+        "<source>: <what>": no two retries of the same `what` run at once). A stop or a drain ends it at
+        the next failure (Abandoned: it is a batch's work); an `interruptible` one (start-up) also ends its
+        attempt at once (Stopping)."""
         reason = f"{source}: {what}"
         delay = 0.1
         try:
             while True:
                 try:
-                    result = await action()
+                    result = await (self._until_stopped(action()) if interruptible else action())
                     if delay > 0.1:
                         log(logger, logging.INFO, f"{what}: recovered")
                     return result
@@ -698,8 +846,8 @@ class Pipeline:
                     counter.inc()
                     self.readiness.fail(reason)
                     log(logger, logging.WARNING, f"{what} failed, retrying", error=repr(exc), retry_in_s=delay)
-                    if self._stopping.is_set():
-                        raise Stopping() from exc
+                    if self._giving_up():
+                        raise (Stopping() if interruptible else Abandoned()) from exc
                     await self._sleep(delay)
                     delay = min(delay * 2, self.config.retry_backoff_max_s)
         finally:
@@ -708,5 +856,5 @@ class Pipeline:
     async def _retry_db(self, what: str, action: Callable[[], Awaitable[T]]) -> T:
         return await self._retry(what, action, DB_ERRORS, self.metrics.db_retries, "database")
 
-    async def _retry_broker(self, what: str, action: Callable[[], Awaitable[T]]) -> T:
-        return await self._retry(what, action, (KafkaError,), self.metrics.broker_retries, "broker")
+    async def _retry_broker(self, what: str, action: Callable[[], Awaitable[T]], interruptible: bool = False) -> T:
+        return await self._retry(what, action, (KafkaError,), self.metrics.broker_retries, "broker", interruptible)

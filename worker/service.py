@@ -9,43 +9,58 @@ import time
 
 from worker.config import Config
 from worker.observability import HealthServer, Metrics, log
-from worker.pipeline import DB_ERRORS, Pipeline
+from worker.pipeline import DB_ERRORS, Pipeline, Stopping
 
 logger = logging.getLogger("rating_worker.service")
 
 #: The exit code after the watchdog gave up on a stuck pipeline (EX_TEMPFAIL: restart me).
 WATCHDOG_EXIT_CODE = 75
+STORE_CLOSE_TIMEOUT_S = 5.0
 
 
 async def connect_store(cfg: Config, stopping: asyncio.Event):
-    """Connect with retries (the database may start after us); check or apply migrations."""
+    """Connect with retries (the database may start after us); check or apply migrations. None when a
+    stop is asked for first (a connection attempt in progress is given up at once)."""
     from worker.store.migrate import check_schema, migrate
     from worker.store.postgres import PostgresStore
 
-    delay = 0.5
-    while True:
+    async def connect():
+        store = await PostgresStore.connect(
+            cfg.database_url, min_size=1, max_size=cfg.db_pool_size,
+            # A half-open connection must fail, not hang: every batch behind it waits for it.
+            command_timeout=cfg.db_command_timeout_s,
+            server_settings={
+                "idle_in_transaction_session_timeout": str(int(cfg.db_command_timeout_s * 2000)),
+                "tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3",
+            },
+        )
         try:
-            store = await PostgresStore.connect(
-                cfg.database_url, min_size=1, max_size=cfg.db_pool_size,
-                # A half-open connection must fail, not hang: every batch behind it waits for it.
-                command_timeout=cfg.db_command_timeout_s,
-                server_settings={
-                    "idle_in_transaction_session_timeout": str(int(cfg.db_command_timeout_s * 2000)),
-                    "tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3",
-                },
-            )
-            try:
-                await (migrate(store.pool) if cfg.migrate else check_schema(store.pool))
-            except BaseException:
-                await store.close()
-                raise
-            return store
+            await (migrate(store.pool) if cfg.migrate else check_schema(store.pool))
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    delay = 0.5
+    while not stopping.is_set():
+        attempt = asyncio.ensure_future(connect())
+        stop = asyncio.ensure_future(stopping.wait())
+        await asyncio.wait((attempt, stop), return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not attempt.done():
+            attempt.cancel()
+            await asyncio.gather(attempt, return_exceptions=True)
+            return None
+        try:
+            return attempt.result()
         except DB_ERRORS as exc:
-            if stopping.is_set():
-                raise
             log(logger, logging.WARNING, "database not reachable, retrying", error=repr(exc), retry_in_s=delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, cfg.retry_backoff_max_s)
+        try:
+            await asyncio.wait_for(stopping.wait(), delay)
+        except TimeoutError:
+            pass
+        delay = min(delay * 2, cfg.retry_backoff_max_s)
+    return None
 
 
 async def watchdog(pipeline: Pipeline, timeout_s: float, interval_s: float | None = None) -> None:
@@ -123,10 +138,20 @@ async def run_service(
     code = 0
     try:
         store = await connect_store(cfg, stopping)
-        pipeline = Pipeline(cfg, store, metrics, health)
-        if stopping.is_set():
+        if store is None:
+            log(logger, logging.INFO, "worker stopped before it started (a stop was asked for while connecting "
+                "to the database)")
             return 0
-        await pipeline.start()
+        pipeline = Pipeline(cfg, store, metrics, health)
+        if not stopping.is_set():
+            try:
+                await pipeline.start()
+            except Stopping:
+                pass
+        if stopping.is_set() and not pipeline.started:
+            log(logger, logging.INFO, "worker stopped before it started (a stop was asked for while connecting "
+                "to the broker)")
+            return 0
         if started is not None:
             started.set()
         if stopping.is_set():
@@ -136,24 +161,22 @@ async def run_service(
         return code
     finally:
         watcher.cancel()
-        closing = _close(pipeline, store, health)
-        if code == WATCHDOG_EXIT_CODE:
-            # Something is stuck: do not wait for it to let go. The server rolls back what a closed
-            # connection left open, and the group reassigns the partitions after the session timeout.
-            try:
-                await asyncio.wait_for(closing, 10)
-            except TimeoutError:
-                log(logger, logging.WARNING, "watchdog: clean shutdown timed out, closing connections hard")
-                if store is not None:
-                    store.pool.terminate()
-        else:
-            await closing
+        await _close(pipeline, store, health)
+        if pipeline is not None and pipeline.started:
+            log(logger, logging.INFO, "worker stopped", batches=pipeline.batches, abandoned=pipeline.abandoned)
 
 
 async def _close(pipeline: Pipeline | None, store, health: HealthServer | None) -> None:
+    """Close everything within a bounded time (about 15 s): a stuck client must not hold the exit. The
+    server rolls back what a closed connection left open, and the group reassigns the partitions."""
     if pipeline is not None:
         await pipeline.close()
     if store is not None:
-        await store.close()
+        try:
+            await asyncio.wait_for(store.close(), STORE_CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            log(logger, logging.WARNING, "closing the database connections timed out, closing them hard",
+                timeout_s=STORE_CLOSE_TIMEOUT_S)
+            store.pool.terminate()
     if health is not None:
         await health.stop()

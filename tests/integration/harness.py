@@ -200,6 +200,33 @@ async def committed_offsets(bootstrap: str, topic: str, group: str, partitions: 
         await consumer.stop()
 
 
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """GET http://127.0.0.1:PORT/PATH -> (status, body), 503 included; (0, why) while nothing listens
+    (a worker process that is still starting). Blocking: call it in a thread."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except (urllib.error.URLError, ConnectionError) as exc:
+        return 0, str(exc)
+
+
+def metric_samples(text: str, name: str) -> dict[tuple, float]:
+    """The samples of one metric in a /metrics page: {(label, value) pairs: value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                out[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
 class Workers:
     """Worker processes started by a test; whatever is still running at the end is killed."""
 

@@ -20,7 +20,7 @@ CFG = load(env={"DATABASE_URL": "postgresql://x/y", "KAFKA_BOOTSTRAP_SERVERS": "
 
 
 def records(values: list[bytes], first_offset: int) -> dict:
-    return {TP: [SimpleNamespace(value=v, key=None, topic=TP.topic, partition=0, offset=first_offset + i,
+    return {TP: [SimpleNamespace(value=v, key=None, headers=(), topic=TP.topic, partition=0, offset=first_offset + i,
                                  timestamp=int(time.time() * 1000))
                  for i, v in enumerate(values)]}
 

@@ -171,7 +171,7 @@ class FlakyStore(MemoryStore):
 def batch_of(source: str, players: tuple[str, str], first_offset: int) -> dict:
     at = datetime(2026, 1, 1, tzinfo=UTC)
     values = [orjson.dumps(game_event(i, *players, "1-0", at, source=source)) for i in range(2)]
-    return {TP: [SimpleNamespace(value=v, key=None, topic=TP.topic, partition=0, offset=first_offset + i,
+    return {TP: [SimpleNamespace(value=v, key=None, headers=(), topic=TP.topic, partition=0, offset=first_offset + i,
                                  timestamp=int(time.time() * 1000))
                  for i, v in enumerate(values)]}
 
