@@ -26,8 +26,8 @@ from bench.pipeline import PG_SETTINGS, _fresh_db
 from bench.suite import _prefill
 from tests.streams import games
 from worker import devservices
+from worker.contract.decode import decode
 from worker.engine import apply_batch, plan_batch
-from worker.messages import decode
 from worker.store import postgres as pg_store
 from worker.store.postgres import PostgresStore
 

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from worker import config as config_mod
-from worker import deadletter
+from worker.contract import deadletter
 from worker.store.queries import QUERIES
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from worker.changes import change_record
+from worker.contract.changed import change_record
 from worker.ratings import chesskite, chesstempo, csr, fairplay, fide, imports, tsr, uscf
 from worker.ratings.inputs import GameSide, Message
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey

@@ -35,8 +35,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
+from worker.contract.decode import decode
+from worker.contract.reasons import BadMessage
+from worker.contract.times import format_time, parse_time
 from worker.engine import system_for
-from worker.messages import BadMessage, decode, format_time, parse_time
 from worker.ratings.inputs import Message
 
 __all__ = [

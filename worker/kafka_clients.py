@@ -23,7 +23,7 @@ ASSIGNORS = (RoundRobinPartitionAssignor, RangePartitionAssignor)
 
 # The request limit of the worker's producers: the largest input record (MAX_MESSAGE_BYTES) with room for
 # the headers a dead letter adds. A dead letter that would not fit is sent without its value
-# (worker.deadletter).
+# (worker.contract.deadletter).
 REQUEST_HEADROOM = 65536
 
 

@@ -25,12 +25,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import murmur2
 
-from worker import deadletter, kafka_clients
-from worker.binding import OUTPUT_HEADERS
+from worker import kafka_clients
 from worker.config import Config
+from worker.contract import deadletter
+from worker.contract.binding import OUTPUT_HEADERS
+from worker.contract.decode import decode
+from worker.contract.reasons import BadMessage
 from worker.engine import BatchResult, Plan, apply_batch, plan_batch, system_for
 from worker.intake import Intake, group_trouble, is_group_error
-from worker.messages import BadMessage, decode
 from worker.observability import HealthServer, Metrics, Readiness, log, observe_many
 from worker.store.base import ChangeRecord, StateStore
 
@@ -634,7 +636,7 @@ class Pipeline:
                     reason=reason)
 
     async def _dead_letter(self, dead: Sequence) -> None:
-        """Copy each bad record to the DLQ, as whole as fits (worker.deadletter), with the reason in headers."""
+        """Copy each bad record to the DLQ, as whole as fits (worker.contract.deadletter), with the reason in headers."""
         topic = self.config.kafka_dlq_topic
         limit = kafka_clients.request_limit(self.config) - 1024  # the produce request's own framing
         letters = [(record, exc, deadletter.build(record, exc.error_class, exc.reason, limit)) for record, exc in dead]

@@ -6,8 +6,9 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
+from worker.contract.decode import decode
+from worker.contract.reasons import BadMessage
 from worker.engine import apply_batch, system_for
-from worker.messages import BadMessage, decode
 from worker.ratings.inputs import Message
 from worker.store.base import StateStore
 from worker.store.memory import MemoryStore

@@ -231,7 +231,7 @@ def test_grafana_is_provisioned_with_prometheus_and_the_dashboard():
 
 def test_the_game_docs_deploy_sends_is_a_valid_message():
     """docs/deploy.md shows how to send a game to the Compose stack: it must decode as the worker does."""
-    from worker.messages import decode
+    from worker.contract.decode import decode
 
     doc = (DEPLOY.parent / "docs" / "deploy.md").read_text()
     lines = [line for line in doc.splitlines() if line.startswith('{"specversion"')]

@@ -455,7 +455,7 @@ async def test_every_odd_record_is_rated_or_dead_lettered_whole_or_as_much_as_fi
         want_headers = [] if "error.headers.omitted" in omitted else original.get("headers", [])
         assert (letter.value, letter.key, own) == (want_value, want_key, want_headers), o.name
         assert int(h["source.headers"]) == len(want_headers)
-        # and it fits the producer's request, as the layout bounds a record (worker.deadletter.record_size)
+        # and it fits the producer's request, as the layout bounds a record (worker.contract.deadletter.record_size)
         size = 128 + len(letter.key or b"") + len(letter.value or b"") + header_size(letter.headers)
         assert size <= MAX_MESSAGE_BYTES + 65536 - 1024, (o.name, size)
 

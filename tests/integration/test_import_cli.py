@@ -26,8 +26,9 @@ from tests.integration.harness import (
     wait_processed,
     worker_env,
 )
+from worker.contract.decode import decode
+from worker.contract.reasons import BadMessage
 from worker.importer import DATA_FIELDS, build_event
-from worker.messages import BadMessage, decode
 from worker.replay import replay
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from tests.streams import game_event
+from worker.contract.decode import decode
 from worker.engine import apply_batch, plan_batch
-from worker.messages import decode
 from worker.ratings.state import StateKey
 from worker.store.memory import MemoryStore
 from worker.store.postgres import PostgresStore

@@ -22,7 +22,7 @@ import asyncpg
 import orjson
 import pytest
 
-from worker.changes import encode_change
+from worker.contract.changed import encode_change
 from worker.ratings.state import RatingState, StateKey
 from worker.store.base import ChangeRecord, ProcessedMessage
 from worker.store.migrate import (

@@ -18,9 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.streams import game_event
-from worker import messages
-from worker.fastcheck import envelope_surely_valid, game_surely_valid
-from worker.messages import decode, load_schema
+from worker.contract import decode as decoding
+from worker.contract.decode import decode
+from worker.contract.fastcheck import envelope_surely_valid, game_surely_valid
+from worker.contract.reasons import BadMessage
+from worker.contract.schemas import load_schema
 
 try:
     import jsonschema
@@ -60,8 +62,8 @@ JSON = st.recursive(
 )
 VALUES = st.sampled_from(EDGES) | JSON
 
-_GAME = messages._TYPES["game.finished"][0]
-_ENVELOPE = messages._ENVELOPE
+_GAME = decoding._TYPES["game.finished"][0]
+_ENVELOPE = decoding._ENVELOPE
 _REFERENCE = (
     {name: jsonschema.Draft202012Validator(load_schema(name)) for name in ("envelope", "game.finished")}
     if jsonschema is not None else {}
@@ -169,7 +171,7 @@ def test_what_the_fast_check_declines_still_gets_the_schemas_verdict(field, valu
     try:
         decode(orjson.dumps(event))
         decoded = True
-    except messages.BadMessage as exc:
+    except BadMessage as exc:
         decoded = False
         assert exc.error_class == "invalid_data" and exc.reason.startswith(f"data.{field}"), exc.reason
     assert decoded == schema_says

@@ -1,4 +1,4 @@
-"""Fuzzing worker.messages.decode with random and mutated bytes and JSON (issue 9).
+"""Fuzzing worker.contract.decode with random and mutated bytes and JSON (issue 9).
 
 Whatever comes in, `decode` either returns a valid Message or raises BadMessage with a known error class
 and a clear, short, one-line reason; nothing else escapes, no input takes long (CPU time, so that a
@@ -29,16 +29,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worker.messages import (
-    ERROR_CLASSES,
-    INPUT_TYPES,
-    MAX_AHEAD,
-    MIN_TIME,
-    BadMessage,
-    decode,
-    format_time,
-    parse_time,
-)
+from worker.contract.decode import INPUT_TYPES, MAX_AHEAD, decode
+from worker.contract.reasons import ERROR_CLASSES, BadMessage
+from worker.contract.times import MIN_TIME, format_time, parse_time
 from worker.ratings.inputs import (
     AccountClosed,
     EventFinished,
@@ -406,7 +399,7 @@ ATHERIS_MAIN = """
 import sys
 import atheris
 with atheris.instrument_imports(include=["worker"]):
-    import worker.messages as m
+    import worker.contract.decode as m
 m._ENVELOPE = atheris.instrument_func(m._ENVELOPE)
 m._TYPES = {t: (atheris.instrument_func(v), b, f) for t, (v, b, f) in m._TYPES.items()}
 from tests.property.test_fuzz_decoder import check

@@ -192,7 +192,7 @@ def test_the_document_is_valid(tmp_path):
     # do warnings: there are none today, and a new one is worth a look rather than a silent pass.
     # Note: the parser has no schema parser for JSON Schema draft 2020-12; it resolves the $refs of those
     # payloads (a missing file is an error, see below) but leaves their content alone, without a warning.
-    # The schemas themselves are checked where the worker compiles them (worker.messages).
+    # The schemas themselves are checked where the worker compiles them (worker.contract.schemas).
     faults = [d for d in diagnostics if d["severity"] in (ERROR, WARNING)]
     assert code == 0, f"asyncapi validate exited {code}:\n{output}"
     assert not faults, json.dumps(faults, indent=1)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from worker.binding import OUTPUT_HEADERS, binary_attributes
-from worker.messages import BadMessage, decode
+from worker.contract.binding import OUTPUT_HEADERS, binary_attributes
+from worker.contract.decode import decode
+from worker.contract.reasons import BadMessage
 
 T = "2026-11-30T12:00:00Z"
 DATA = {"game_id": "g1", "rated": True, "variant": "standard",

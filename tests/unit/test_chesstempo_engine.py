@@ -9,7 +9,7 @@ from collections import defaultdict
 import orjson
 
 from tests.streams import chesstempo_attempts
-from worker.messages import parse_time
+from worker.contract.times import parse_time
 from worker.ratings import chesstempo
 from worker.replay import replay
 

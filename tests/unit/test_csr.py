@@ -185,7 +185,7 @@ def test_last_played_only_moves_forward():
 def test_change_ids_are_uuid5_of_the_cause_and_the_rating():
     import uuid
 
-    from worker.changes import NAMESPACE, change_id
+    from worker.contract.changed import NAMESPACE, change_id
 
     assert change_id("/s", "m1", "anna", "csr", "blitz", 3) == str(
         uuid.uuid5(NAMESPACE, "/s\x1fm1\x1fanna\x1fcsr\x1fblitz\x1f3"))

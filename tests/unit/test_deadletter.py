@@ -1,11 +1,11 @@
-"""Dead letters written and read back (worker.deadletter): the record's own value, key and headers kept
+"""Dead letters written and read back (worker.contract.deadletter): the record's own value, key and headers kept
 byte for byte, ours after them; what does not fit the request limit left out and said so."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from worker import deadletter
+from worker.contract import deadletter
 
 
 def record(value=b'{"x":1}', key=b"k", headers=(), topic="games", partition=2, offset=17):

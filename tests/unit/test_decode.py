@@ -9,7 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worker.messages import ERROR_CLASSES, BadMessage, decode, format_time, parse_time
+from worker.contract.decode import decode
+from worker.contract.reasons import ERROR_CLASSES, BadMessage
+from worker.contract.times import format_time, parse_time
 
 GAME = {
     "specversion": "1.0", "id": "m-1", "source": "/game-server/eu-1", "type": "game.finished",

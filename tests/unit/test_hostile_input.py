@@ -22,9 +22,11 @@ import orjson
 import pytest
 
 from worker import config as config_mod
-from worker import messages
+from worker.contract import decode as decoding
+from worker.contract.changed import validate_output
+from worker.contract.decode import MAX_BYTES, decode
+from worker.contract.reasons import ERROR_CLASSES, BadMessage
 from worker.engine import apply_batch
-from worker.messages import ERROR_CLASSES, MAX_BYTES, BadMessage, decode, validate_output
 from worker.observability import JsonFormatter, Metrics
 from worker.store.memory import MemoryStore
 from worker.store.queries import QUERIES
@@ -120,7 +122,7 @@ def test_a_huge_record_is_refused_before_it_is_parsed():
 
 
 def test_json_nested_deeper_than_the_limit_is_invalid_json():
-    deep = b'{"a":' * (messages.MAX_DEPTH + 1) + b"1" + b"}" * (messages.MAX_DEPTH + 1)
+    deep = b'{"a":' * (decoding.MAX_DEPTH + 1) + b"1" + b"}" * (decoding.MAX_DEPTH + 1)
     exc = rejected(deep)
     assert exc.error_class == "invalid_json"
     assert exc.reason.startswith("record value: JSON nested deeper than 1024 levels, at line 1 column")

@@ -12,6 +12,7 @@ import pytest
 from worker import importer
 from worker.cli import build_parser
 from worker.config import Config
+from worker.contract.decode import decode
 from worker.importer import (
     DEFAULT_SOURCE,
     Duplicate,
@@ -24,7 +25,6 @@ from worker.importer import (
     read_csv,
     read_jsonl,
 )
-from worker.messages import decode
 
 T0 = "2026-11-01T00:00:00Z"
 HEADER = "player_id,system,category,rating,rd,volatility,games,peak,birth_year,imported_at\n"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import orjson
 
 from tests.streams import game_event
-from worker.messages import parse_time
+from worker.contract.times import parse_time
 from worker.replay import replay
 from worker.store.memory import MemoryStore
 

@@ -2,7 +2,7 @@
 
 What the message leaves out takes the system's start values; the change counts like any other
 (next version, a `rating.changed` with cause `rating.imported`). The message's fields have already
-been checked against what each system can hold (worker.messages).
+been checked against what each system can hold (worker.contract.decode).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The decoded, validated inputs the rating systems read: plain values, no JSON, no Kafka.
 
-`worker.messages` turns CloudEvents into these; the rating systems never see bytes.
+`worker.contract.decode` turns CloudEvents into these; the rating systems never see bytes.
 Times are epoch seconds (float, UTC), taken from the message itself.
 """
 

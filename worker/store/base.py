@@ -22,31 +22,9 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from worker.contract.changed import ChangeRecord  # noqa: F401 - the store writes and reads them
 from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
-
-
-class ChangeRecord(NamedTuple):
-    """One row of history (with an outbox row until published): a `rating.changed` ready to publish."""
-
-    event_id: str  # the rating.changed CloudEvent id: stable for the same cause and rating
-    key: StateKey
-    version: int
-    rating: float | None
-    delta: float
-    cause_type: str
-    cause_source: str
-    cause_id: str
-    cause_ref: str | None
-    changed_at: float  # epoch seconds of the cause
-    payload: bytes  # the encoded CloudEvent (orjson), published as is; rebuilt from the rest by
-    #                 worker.changes.encode_change
-    before: tuple[float | None, float | None, float | None] = (None, None, None)  # shown rating, rd, volatility
-    after: tuple[float | None, float | None, float | None] = (None, None, None)
-    provisional: bool = False
-    floor: float | None = None
-    games: int = 0
-    time: str = ""  # the cause's time as the message gave it (`changed_at` in rating.changed)
 
 
 @dataclass(frozen=True, slots=True)

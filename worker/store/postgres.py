@@ -31,7 +31,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from worker.changes import encode_change
+from worker.contract.changed import encode_change
 from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
 from worker.store.base import ChangeRecord, HistoryQuery, ProcessedMessage, RatingsQuery, Unpublished

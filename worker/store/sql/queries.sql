@@ -109,7 +109,7 @@ SELECT player_id, rating FROM ratings WHERE system = $1 AND category = $2 AND rd
 --                  before_rating, before_rd, before_volatility, after_rating, after_rd,
 --                  after_volatility, provisional, floor, games, cause_time]
 -- The rating.changed bytes are not stored: the columns are (migration 0003), and
--- worker.changes.encode_change rebuilds the bytes from them for the relay.
+-- worker.contract.changed.encode_change rebuilds the bytes from them for the relay.
 -- Every history row also gets its outbox row (same statement, same transaction): unpublished until
 -- mark_published deletes it.
 -- Returns (id, event_id) of the history rows; event ids are unique, the caller maps them back to

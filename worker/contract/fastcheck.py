@@ -2,7 +2,7 @@
 
 Each answers True only for a value that its schema surely accepts (a subset of what the schema
 accepts: exact Python types, the canonical `YYYY-MM-DDTHH:MM:SSZ` time); False means "not sure", and
-the schema's validator (fastjsonschema, in worker.messages) then decides and words the error.
+the schema's validator (fastjsonschema, in worker.contract.decode) then decides and words the error.
 tests/property/test_fastcheck.py checks "True implies the schema accepts" on generated and mutated
 messages, and that the usual valid messages take the fast path.
 

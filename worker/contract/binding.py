@@ -12,7 +12,7 @@ Which mode a record uses (section 1.3 leaves it to `content-type`): a `content-t
 `application/cloudevents` is structured; otherwise a `ce_specversion` header makes the record binary;
 a record with neither is structured, as every producer of the worker's first versions sent it (no
 headers at all). A binary record is turned into the same dict a structured record parses to, so that the
-envelope's and the type's schemas and rules apply to both alike (`worker.messages.decode`).
+envelope's and the type's schemas and rules apply to both alike (`worker.contract.decode`).
 """
 
 from __future__ import annotations

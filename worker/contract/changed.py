@@ -1,16 +1,49 @@
-"""Encoding of `rating.changed` (CONTRACT.md "Output"): one CloudEvent per changed rating."""
+"""`rating.changed`, the worker's output (CONTRACT.md "Output"): one CloudEvent per changed rating.
+
+`ChangeRecord` is one change as the history, the outbox and the publisher hold it; `change_record`
+builds it (and its bytes, encoded once) from a message's change; `encode_change` rebuilds the same bytes
+from the stored columns (the outbox relay); `validate_output` checks one event against the schemas.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import uuid
 from collections.abc import Callable
+from typing import NamedTuple
 
 import orjson
 
+from worker.contract.decode import OUTPUT_TYPE
+from worker.contract.payloads import time_of
+from worker.contract.reasons import BadMessage, schema_reason, show
+from worker.contract.schemas import SchemaError, compile_schema
 from worker.ratings.inputs import Message
-from worker.ratings.state import RatingChange, RatingState
-from worker.store.base import ChangeRecord
+from worker.ratings.state import RatingChange, RatingState, StateKey
+
+
+class ChangeRecord(NamedTuple):
+    """One row of history (with an outbox row until published): a `rating.changed` ready to publish."""
+
+    event_id: str  # the rating.changed CloudEvent id: stable for the same cause and rating
+    key: StateKey
+    version: int
+    rating: float | None
+    delta: float
+    cause_type: str
+    cause_source: str
+    cause_id: str
+    cause_ref: str | None
+    changed_at: float  # epoch seconds of the cause
+    payload: bytes  # the encoded CloudEvent (orjson), published as is; rebuilt from the rest by
+    #                 encode_change
+    before: tuple[float | None, float | None, float | None] = (None, None, None)  # shown rating, rd, volatility
+    after: tuple[float | None, float | None, float | None] = (None, None, None)
+    provisional: bool = False
+    floor: float | None = None
+    games: int = 0
+    time: str = ""  # the cause's time as the message gave it (`changed_at` in rating.changed)
+
 
 SOURCE = "/rating-worker"
 # A fixed namespace: the same cause and rating always give the same id, so consumers can drop
@@ -102,3 +135,28 @@ def _encode(event_id, key, version, delta, cause_type, cause_source, cause_id, c
 
 def message_cause(message: Message) -> dict:
     return {"type": message.type, "source": message.source, "id": message.id, "ref": message.ref}
+
+
+_ENVELOPE = compile_schema("envelope")
+_OUTPUT = compile_schema(OUTPUT_TYPE)
+
+
+def validate_output(event: dict) -> None:
+    """Check one outgoing rating.changed CloudEvent (envelope + data, subject = player_id).
+
+    For tests and tools: raises BadMessage (invalid_envelope / unknown_type / invalid_data / invalid_rule).
+    """
+    try:
+        _ENVELOPE(event)
+    except SchemaError as exc:
+        raise BadMessage("invalid_envelope", schema_reason(exc, "")) from None
+    if event["type"] != OUTPUT_TYPE:
+        raise BadMessage("unknown_type", f"type: must be 'rating.changed' (got {show(event['type'])})")
+    try:
+        _OUTPUT(event["data"])
+    except SchemaError as exc:
+        raise BadMessage("invalid_data", schema_reason(exc, "data")) from None
+    if event.get("subject") != event["data"]["player_id"]:
+        raise BadMessage("invalid_rule", "subject: must be the data.player_id")
+    time_of(event["data"]["changed_at"], "data.changed_at")
+

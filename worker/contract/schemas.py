@@ -1,0 +1,34 @@
+"""The JSON Schemas of schemas/ (the public contract), loaded and compiled once.
+
+Compiled with fastjsonschema, formats off: times are checked by the schemas' regex and then parsed
+(worker.contract.times). No schema may refer to anything outside schemas/.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import fastjsonschema
+import orjson
+
+__all__ = ["SCHEMAS_DIR", "SchemaError", "compile_schema", "load_schema"]
+
+SCHEMAS_DIR = Path(__file__).parent.parent / "schemas"
+SchemaError = fastjsonschema.JsonSchemaValueException
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of one message type (`envelope`, `game.finished`, ..., `rating.changed`)."""
+    return orjson.loads((SCHEMAS_DIR / f"{name}.json").read_bytes())
+
+
+def _no_remote_refs(uri: str):
+    raise ValueError(f"schemas/ must be self-contained: no remote $ref ({uri})")
+
+
+def compile_schema(name: str):
+    # Formats off: times are checked by the schemas' regex, then parsed here. No remote $ref, ever.
+    handlers = {"http": _no_remote_refs, "https": _no_remote_refs, "file": _no_remote_refs}
+    return fastjsonschema.compile(load_schema(name), handlers=handlers, use_default=False, use_formats=False)
+
