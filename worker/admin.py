@@ -155,6 +155,13 @@ def _signed(x: float) -> str:
     return f"{x:+.1f}"
 
 
+def leaderboard_systems() -> list[str]:
+    """The systems that have ratings of their own (the leaderboard view has a rule for each)."""
+    from worker.ratings.registry import SYSTEMS
+
+    return [s.name for s in SYSTEMS if s.categories]
+
+
 async def leaderboard(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UsageError("--top must be at least 1")
@@ -382,7 +389,7 @@ def add_parsers(sub) -> None:
                        description=(
         "The top established ratings (CSR and TSR: RD <= 110; US Chess: more than 25 games; FIDE: listed), "
         "accounts closed for fair play left out. Example: rating-worker leaderboard csr blitz --top 20"))
-    p.add_argument("system")
+    p.add_argument("system", help=f"one of {', '.join(leaderboard_systems())}")
     p.add_argument("category")
     p.add_argument("--top", type=int, default=10, help="how many (default 10)")
     _common(p)

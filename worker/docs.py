@@ -141,7 +141,7 @@ def tsr_example() -> str:
     players = tuple(TurboPlayer(name.lower(), agr, votes, TeamGames(*team)) for name, agr, votes, team, _, _ in
                     TURBO_EXAMPLE)
     event = EventFinished("tl-example", "turbo_live", True, at, players, format="10min")
-    states = {StateKey(name.lower(), tsr.SYSTEM, tsr.CATEGORY): RatingState(r, rd, 0.06, 5, None, at - days * DAY, 5)
+    states = {StateKey(name.lower(), tsr.NAME, tsr.CATEGORY): RatingState(r, rd, 0.06, 5, None, at - days * DAY, 5)
               for name, _, _, _, before, days in TURBO_EXAMPLE if before for r, rd in [before]}
     changes = {c.key.player_id: c for c in tsr.rate_event(event, states).changes}
     plans = tsr.plan_event(event, states)

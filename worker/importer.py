@@ -35,10 +35,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
-from worker.contract.decode import decode
+from worker.contract.decode import decode_rateable
 from worker.contract.reasons import BadMessage
 from worker.contract.times import format_time, parse_time
-from worker.engine import system_for
 from worker.ratings.inputs import Message
 
 __all__ = [
@@ -319,14 +318,12 @@ def check_records(
         ident = message_id(data)
         value = build_event(data, source, ident)
         try:
-            message = decode(value)
-            if system_for(message) is None:
-                raise BadMessage(
-                    "unsupported",
-                    f"data.system: no rating system for {message.payload.system!r} in this version of the worker",
-                )
+            message, _ = decode_rateable(value)
         except BadMessage as exc:
-            yield Rejected(record.line, exc.error_class, exc.reason, record.raw)
+            reason = exc.reason
+            if exc.error_class == "unsupported":  # worded for the file's column
+                reason = f"data.system: no rating system for {data.get('system')!r} in this version of the worker"
+            yield Rejected(record.line, exc.error_class, reason, record.raw)
             continue
         first = seen.setdefault(ident, record.line)
         if first != record.line:

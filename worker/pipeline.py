@@ -29,9 +29,9 @@ from worker import kafka_clients
 from worker.config import Config
 from worker.contract import deadletter
 from worker.contract.binding import OUTPUT_HEADERS
-from worker.contract.decode import decode
+from worker.contract.decode import decode_rateable
 from worker.contract.reasons import BadMessage
-from worker.engine import BatchResult, Plan, apply_batch, plan_batch, system_for
+from worker.engine import BatchResult, Plan, apply_batch, plan_batch
 from worker.intake import Intake, group_trouble, is_group_error
 from worker.observability import HealthServer, Metrics, Readiness, log, observe_many
 from worker.store.base import ChangeRecord, StateStore
@@ -378,9 +378,7 @@ class Pipeline:
                 if i % 500 == 499:
                     await asyncio.sleep(0)
                 try:
-                    message = decode(record.value, self.config.max_message_bytes, record.headers)
-                    if system_for(message) is None:
-                        raise BadMessage("unsupported", f"{message.type}: no rating system for it in this version")
+                    message, _ = decode_rateable(record.value, self.config.max_message_bytes, record.headers)
                     good.append(message)
                     good_records.append(record)
                 except BadMessage as exc:
@@ -623,17 +621,17 @@ class Pipeline:
 
     def _count(self, good, result: BatchResult) -> None:
         counts = Counter(
-            (m.type, outcome, reason or "")
-            for m, outcome, reason in zip(good, result.outcomes, result.unrated_reasons, strict=True)
-            if outcome != "failed"  # counted as dead-lettered
+            (m.type, r.status, r.reason or "")
+            for m, r in zip(good, result.messages, strict=True)
+            if r.status != "failed"  # counted as dead-lettered
         )
         for labels, n in counts.items():
             self.metrics.messages.labels(*labels).inc(n)
         # An event or attempt that changes nobody's rating is worth a line (a casual game is not: it is common).
-        for m, outcome, reason in zip(good, result.outcomes, result.unrated_reasons, strict=True):
-            if outcome == "unrated" and m.type != "game.finished":
+        for m, r in zip(good, result.messages, strict=True):
+            if r.status == "unrated" and m.type != "game.finished":
                 log(logger, logging.INFO, "message not rated", type=m.type, source=m.source, id=m.id, ref=m.ref,
-                    reason=reason)
+                    reason=r.reason)
 
     async def _dead_letter(self, dead: Sequence) -> None:
         """Copy each bad record to the DLQ, as whole as fits (worker.contract.deadletter), with the reason in headers."""

@@ -6,9 +6,9 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from worker.contract.decode import decode
+from worker.contract.decode import decode_rateable
 from worker.contract.reasons import BadMessage
-from worker.engine import apply_batch, system_for
+from worker.engine import apply_batch
 from worker.ratings.inputs import Message
 from worker.store.base import StateStore
 from worker.store.memory import MemoryStore
@@ -21,9 +21,7 @@ def decoded_lines(lines: Iterable[bytes], errors) -> Iterator[tuple[int, Message
         if not line:
             continue
         try:
-            message = decode(line)
-            if system_for(message) is None:
-                raise BadMessage("unsupported", f"{message.type}: no rating system for it in this version")
+            message, _ = decode_rateable(line)
         except BadMessage as exc:
             errors.write(f"line {number}: {exc.error_class}: {exc.reason}\n")
             continue

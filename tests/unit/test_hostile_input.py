@@ -697,8 +697,8 @@ async def test_the_unrated_reason_label_is_a_fixed_word_whatever_the_message():
         ce("account.closed", {**CLOSED, "reason": "other"}, id="other"),
     ]
     result = await apply_batch(store, [decode(raw) for raw in batch])
-    reasons = [r for r in result.unrated_reasons if r is not None]
-    assert len(reasons) >= 6, result.unrated_reasons
+    reasons = [m.reason for m in result.messages if m.reason is not None]
+    assert len(reasons) >= 6, result.messages
     for reason in reasons:
         assert re.fullmatch(r"[a-z_]{1,32}", reason), reason
     # and a dead letter is counted by its class only

@@ -178,7 +178,9 @@ def test_each_line_is_checked_by_the_worker_decoder_with_its_reason(fields, erro
 
 def test_a_system_this_worker_cannot_rate_yet_is_rejected_as_unsupported(monkeypatch):
     """As the worker would dead-letter it (pipeline: error.class unsupported), so it is not sent."""
-    monkeypatch.setattr(importer, "system_for", lambda message: None if message.payload.player_id == "p2" else 1)
+    from worker.contract import decode as decoding
+
+    monkeypatch.setattr(decoding, "system_for", lambda message: None if message.payload.player_id == "p2" else 1)
     records = [importer.Record(2, _data(), None), importer.Record(3, _data(player_id="p2"), None)]
     good, rejected = checked(records)
     assert isinstance(good, Good)

@@ -9,21 +9,21 @@ import io
 import pytest
 
 from tests.streams import games
-from worker import engine
+from worker.ratings import registry
 from worker.replay import replay
 from worker.store.memory import MemoryStore
 
 
 def make_csr_fail_on(monkeypatch, game_id: str) -> None:
     """A bug in CSR for one game: its rating raises ZeroDivisionError('a bug')."""
-    adapter = engine.REGISTRY["game.finished"]
+    adapter = registry.REGISTRY["game.finished"]
 
     def rate(game, states, closed):
         if game.game_id == game_id:
             raise ZeroDivisionError("a bug")
         return adapter.rate(game, states, closed)
 
-    monkeypatch.setitem(engine.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+    monkeypatch.setitem(registry.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
 
 
 @pytest.fixture
@@ -42,13 +42,13 @@ async def test_the_failing_message_alone_is_left_out(csr_fails_on_game_5):
 
 def alter_csr_changes_of(monkeypatch, game_id: str, alter) -> None:
     """A bug in CSR for one game: its changes are `alter(changes)` instead."""
-    adapter = engine.REGISTRY["game.finished"]
+    adapter = registry.REGISTRY["game.finished"]
 
     def rate(game, states, closed):
         outcome = adapter.rate(game, states, closed)
         return outcome._replace(changes=alter(outcome.changes)) if game.game_id == game_id else outcome
 
-    monkeypatch.setitem(engine.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+    monkeypatch.setitem(registry.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
 
 
 def _replay(n: int) -> tuple[str, MemoryStore]:

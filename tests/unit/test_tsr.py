@@ -346,7 +346,7 @@ def test_every_rated_player_gets_a_change_and_extra_is_kept():
 def test_state_keys_and_players():
     assert tsr.state_keys(SEED_EVENT) == [StateKey(p, "tsr", "turbo") for p in ("anna", "ben", "cleo", "dev", "eve")]
     assert tsr.players(SEED_EVENT) == ["anna", "ben", "cleo", "dev", "eve"]
-    assert tsr.SYSTEM == "tsr" and tsr.CATEGORY == "turbo"
+    assert tsr.NAME == "tsr" and tsr.CATEGORY == "turbo"
 
 
 def test_params_are_the_seed_table():

@@ -54,8 +54,10 @@ from worker.contract.reasons import BadMessage, field_name, schema_reason, show
 from worker.contract.schemas import SchemaError, compile_schema
 from worker.contract.times import MIN_TIME, MIN_TIME_TEXT, parse_normalized
 from worker.ratings.inputs import Message, RatingImported
+from worker.ratings.registry import system_for
+from worker.ratings.system import RatingSystem
 
-__all__ = ["INPUT_TYPES", "MAX_AHEAD", "MAX_BYTES", "MAX_DEPTH", "OUTPUT_TYPE", "decode"]
+__all__ = ["INPUT_TYPES", "MAX_AHEAD", "MAX_BYTES", "MAX_DEPTH", "OUTPUT_TYPE", "decode", "decode_rateable"]
 
 MAX_BYTES = 1_048_576  # the default of MAX_MESSAGE_BYTES (worker.config): the pipeline passes its own
 MAX_DEPTH = 1024  # the deepest JSON nesting orjson parses (its fixed limit): deeper is invalid_json
@@ -170,6 +172,17 @@ def decode(value: bytes | None, max_bytes: int = MAX_BYTES, headers: Sequence[tu
     if event.__class__ is not dict:
         raise BadMessage("invalid_envelope", f"envelope: must be a JSON object, not {show(event)}")
     return _decode_event(event, nul)
+
+
+def decode_rateable(value: bytes | None, max_bytes: int = MAX_BYTES,
+                    headers: Sequence[tuple[str, bytes]] = ()) -> tuple[Message, RatingSystem]:
+    """`decode`, then the system that rates the message: a valid message that no system of this version
+    rates (a new kind of event, say) is `unsupported`, dead-lettered to be re-submitted after an upgrade."""
+    message = decode(value, max_bytes, headers)
+    system = system_for(message)
+    if system is None:
+        raise BadMessage("unsupported", f"{message.type}: no rating system for it in this version")
+    return message, system
 
 
 def _parse_value(value: bytes | None, max_bytes: int) -> tuple[Any, bool]:

@@ -8,14 +8,16 @@ by the worker. Other attempts are consumed and counted, unrated ("not_challenge"
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from worker.ratings import elo
 from worker.ratings.inputs import PuzzleAttempted
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
+from worker.ratings.system import Imports, RatingSystem
 
-SYSTEM = "chesskite"
+NAME = "chesskite"
 CATEGORY = "puzzle"
 
 
@@ -32,7 +34,7 @@ PARAMS = ChessKiteParams()
 
 
 def key(player_id: str) -> StateKey:
-    return StateKey(player_id, SYSTEM, CATEGORY)
+    return StateKey(player_id, NAME, CATEGORY)
 
 
 def players(attempt: PuzzleAttempted) -> list[str]:
@@ -83,7 +85,7 @@ def rate_attempt(
     params: ChessKiteParams = PARAMS,
 ) -> Outcome:
     """Rate one ChessKite attempt: a challenge card moves the player's rating, anything else is unrated."""
-    if attempt.system != SYSTEM:
+    if attempt.system != NAME:
         raise ValueError(f"not a ChessKite attempt: system {attempt.system!r}")
     reason = unrated_reason(attempt, closed)
     if reason is not None:
@@ -93,3 +95,14 @@ def rate_attempt(
     before = current_state(attempt.player_id, states, params)
     after = updated_state(before, attempt.puzzle_rating, attempt.correct, attempt.attempted_at, params)
     return Outcome(changes=(RatingChange(key(attempt.player_id), before, after, False, None),))
+
+
+def imported_state(imp, version: int) -> RatingState:
+    return RatingState(imp.rating, None, None, imp.games or 0, None, imp.last_played_at, version)
+
+
+SYSTEM = RatingSystem(
+    NAME, ("puzzle.attempted/chesskite",), players, state_keys, rate_attempt, title="ChessKite", categories=(CATEGORY,),
+    cause_time=operator.attrgetter("attempted_at"),
+    imports=Imports(imported_state, lambda imp: start_state()),
+)

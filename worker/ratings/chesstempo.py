@@ -52,6 +52,7 @@ judged on the user's stored (not grown) rating and RD; a blitz attempt without i
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -61,8 +62,9 @@ from typing import Any
 from worker.ratings import glicko1
 from worker.ratings.inputs import PuzzleAttempted
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
+from worker.ratings.system import Imports, RatingSystem
 
-SYSTEM = "chesstempo"
+NAME = "chesstempo"
 PROBLEM_SYSTEM = "chesstempo-problem"  # internal: problems' ratings and blitz statistics
 SEEN_SYSTEM = "chesstempo-seen"  # internal: (user, mode, problem) repeat records
 TOP_SYSTEM = "chesstempo-top"  # internal: the top group's threshold of each UTC day and mode
@@ -111,7 +113,7 @@ def category(attempt: PuzzleAttempted) -> str:
 
 
 def user_key(player_id: str, mode: str) -> StateKey:
-    return StateKey(player_id, SYSTEM, mode)
+    return StateKey(player_id, NAME, mode)
 
 
 def problem_key(puzzle_id: str, mode: str) -> StateKey:
@@ -124,7 +126,7 @@ def seen_key(player_id: str, mode: str, puzzle_id: str) -> StateKey:
 
 def is_published(key: StateKey) -> bool:
     """True for a user's rating (a `rating.changed`); False for a problem or a repeat record."""
-    return key.system == SYSTEM
+    return key.system == NAME
 
 
 def players(attempt: PuzzleAttempted) -> list[str]:
@@ -319,7 +321,7 @@ def rate_attempt(
     `threshold` is the top group's rating threshold of the attempt's UTC day and mode (`top_threshold`),
     None when nobody qualifies.
     """
-    if attempt.system != SYSTEM:
+    if attempt.system != NAME:
         raise ValueError(f"not a Chess Tempo attempt: system {attempt.system!r}")
     mode = category(attempt)
     reason = unrated_reason(attempt, closed)
@@ -413,7 +415,7 @@ def top_group_query(
     """(system, category, RD at most) of the ratings the day's threshold needs, or None if it is kept."""
     if top_key(attempt) in states:
         return None
-    return SYSTEM, category(attempt), params.established_rd
+    return NAME, category(attempt), params.established_rd
 
 
 def with_established(attempt: PuzzleAttempted, ratings: Mapping[str, float]) -> PuzzleAttempted:
@@ -449,3 +451,20 @@ def lock_ids(attempt: PuzzleAttempted) -> list[str]:
     without its lock two workers could both update it from the same stored value) and the day's
     top-group state (written once, by the day's first rated attempt)."""
     return [attempt.player_id, PROBLEM_PREFIX + attempt.puzzle_id, top_key(attempt).player_id]
+
+
+def imported_state(imp, version: int, params: ChessTempoParams = PARAMS) -> RatingState:
+    """A rating.imported's state (a user's rating of one mode): RD defaults to the start value."""
+    rd = params.start_rd if imp.rd is None else imp.rd
+    return RatingState(imp.rating, rd, None, imp.games or 0, None, imp.last_played_at, version)
+
+
+def import_flags(state: RatingState) -> tuple[bool, float | None]:
+    return is_provisional(state.rd), None
+
+
+SYSTEM = RatingSystem(
+    NAME, ("puzzle.attempted/chesstempo",), lock_ids, engine_state_keys, rate_attempt_in_day, title="Chess Tempo", categories=CATEGORIES,
+    cause_time=operator.attrgetter("attempted_at"), published=is_published, context=top_group_query,
+    with_context=with_established, imports=Imports(imported_state, lambda imp: start_state(), import_flags),
+)

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from worker.ratings import glicko2
 from worker.ratings.inputs import GameFinished, TimeControl
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
+from worker.ratings.system import Imports, RatingSystem
 
-SYSTEM = "csr"
+NAME = "csr"
 # Speed order (RULES.md "Start in a new category"): distance in this list decides the weights.
 CATEGORIES = ("bullet", "blitz", "rapid", "classical", "correspondence")
 DAY = 86400.0
@@ -110,7 +111,7 @@ def start_state(
     for i, other in enumerate(CATEGORIES):
         if other == cat:
             continue
-        st = states.get(StateKey(player_id, SYSTEM, other))
+        st = states.get(StateKey(player_id, NAME, other))
         if st is None or st.games < params.other_start_min_games:
             continue
         distance = abs(i - here)
@@ -125,7 +126,7 @@ def start_state(
 def current_state(
     player_id: str, cat: str, states: Mapping[StateKey, RatingState], params: CsrParams = PARAMS
 ) -> RatingState:
-    st = states.get(StateKey(player_id, SYSTEM, cat))
+    st = states.get(StateKey(player_id, NAME, cat))
     return st if st is not None else start_state(player_id, cat, states, params)
 
 
@@ -165,16 +166,16 @@ def players(game: GameFinished) -> list[str]:
 def state_keys(game: GameFinished) -> list[StateKey]:
     """The two ratings the game changes."""
     cat = category(game.time_control)
-    return [StateKey(game.white_id, SYSTEM, cat), StateKey(game.black_id, SYSTEM, cat)]
+    return [StateKey(game.white_id, NAME, cat), StateKey(game.black_id, NAME, cat)]
 
 
 def more_keys(game: GameFinished, loaded: Mapping[StateKey, RatingState]) -> list[StateKey]:
     """For a player's first game in a category: his other categories, which the start comes from."""
     cat = category(game.time_control)
     return [
-        StateKey(p, SYSTEM, c)
+        StateKey(p, NAME, c)
         for p in (game.white_id, game.black_id)
-        if StateKey(p, SYSTEM, cat) not in loaded
+        if StateKey(p, NAME, cat) not in loaded
         for c in CATEGORIES
         if c != cat
     ]
@@ -199,7 +200,28 @@ def rate_game(
     black_after = updated_state(black, white, black_score, -params.white_advantage, at, params)
     return Outcome(
         changes=(
-            change(StateKey(game.white_id, SYSTEM, cat), white, white_after, params),
-            change(StateKey(game.black_id, SYSTEM, cat), black, black_after, params),
+            change(StateKey(game.white_id, NAME, cat), white, white_after, params),
+            change(StateKey(game.black_id, NAME, cat), black, black_after, params),
         )
     )
+
+
+def imported_state(imp, version: int, params: CsrParams = PARAMS) -> RatingState:
+    """A rating.imported's state: RD and volatility default to the start values."""
+    rd = params.start_rd if imp.rd is None else imp.rd
+    vol = params.start_volatility if imp.volatility is None else imp.volatility
+    return RatingState(imp.rating, rd, vol, imp.games or 0, imp.peak, imp.last_played_at, version)
+
+
+def import_start(imp, params: CsrParams = PARAMS) -> RatingState:
+    return RatingState(params.start_rating, params.start_rd, params.start_volatility)
+
+
+def import_flags(state: RatingState) -> tuple[bool, float | None]:
+    return is_provisional(state.rd), floor_for_peak(state.peak)
+
+
+SYSTEM = RatingSystem(
+    NAME, ("game.finished",), players, state_keys, rate_game, title="CSR", categories=CATEGORIES, more_keys=more_keys,
+    imports=Imports(imported_state, import_start, import_flags),
+)

@@ -12,12 +12,15 @@ reads them from the history, so this stays a pure function of its inputs.
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from worker.ratings import csr
 from worker.ratings.inputs import AccountClosed, GameSide
 from worker.ratings.state import Outcome, RatingState, StateKey
+from worker.ratings.system import HistoryQuery, RatingSystem
 
 FAIR_PLAY = "fair_play"
 DAY = 86400.0
@@ -29,7 +32,7 @@ class FairPlayParams:
 
     window_days: float = 30.0
     refund_cap: float = 150.0
-    system: str = csr.SYSTEM  # the system whose games are refunded
+    system: str = csr.NAME  # the system whose games are refunded
     cause_type: str = "game.finished"
 
 
@@ -106,3 +109,23 @@ def rate_closure(
         after = refunded_state(before, min(params.refund_cap, -lost))
         changes.append(csr.change(key, before, after))
     return Outcome(changes=tuple(changes), closure=(closure.player_id, closure.closed_at))
+
+
+def history_query(closure: AccountClosed, params: FairPlayParams = PARAMS) -> HistoryQuery | None:
+    """The games a closure for fair play refunds (its window of the account's rated games); None for
+    the other reasons, which change nobody's rating."""
+    if closure.reason != FAIR_PLAY:
+        return None
+    since, until = window(closure, params)
+    return HistoryQuery(closure.player_id, params.system, params.cause_type, since, until)
+
+
+def with_games(closure: AccountClosed, games: tuple[GameSide, ...]) -> AccountClosed:
+    return dataclasses.replace(closure, games=games)
+
+
+# Not a rating of its own: its changes are the refunded CSR ratings (no categories, no imports).
+SYSTEM = RatingSystem(
+    "fairplay", ("account.closed",), players, state_keys, rate_closure, cause_time=operator.attrgetter("closed_at"),
+    history=history_query, with_history=with_games,
+)

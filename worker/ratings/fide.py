@@ -43,8 +43,9 @@ from typing import Any, NamedTuple
 
 from worker.ratings.inputs import EventFinished
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
+from worker.ratings.system import Imports, RatingSystem
 
-SYSTEM = "fide"
+NAME = "fide"
 CATEGORIES = ("standard", "rapid", "blitz")
 
 # Scores in hundredths, so that sums of score - PD are exact integers.
@@ -223,7 +224,7 @@ def month_of(at: float) -> str:
 
 
 def key(player_id: str, rating_type: str) -> StateKey:
-    return StateKey(player_id, SYSTEM, rating_type)
+    return StateKey(player_id, NAME, rating_type)
 
 
 class View(NamedTuple):
@@ -436,3 +437,16 @@ def rate_event(
     if not out:
         return Outcome(unrated_reason="no_rated_games")
     return Outcome(changes=out)
+
+
+def imported_state(imp, version: int) -> RatingState:
+    """A rating.imported's state: a published list rating with no open period (`view` reads a state
+    without "published" so)."""
+    extra = {"birth_year": imp.birth_year} if imp.birth_year is not None else None
+    return RatingState(float(imp.rating), None, None, imp.games or 0, imp.peak, imp.last_played_at, version, extra)
+
+
+SYSTEM = RatingSystem(
+    NAME, ("event.finished/fide",), players, state_keys, rate_event, title="FIDE", categories=CATEGORIES,
+    shown_rating=listed_rating, imports=Imports(imported_state, lambda imp: RatingState(0.0)),  # no rating before
+)

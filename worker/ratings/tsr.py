@@ -24,8 +24,9 @@ from typing import NamedTuple
 from worker.ratings import csr, glicko2
 from worker.ratings.inputs import EventFinished, TurboPlayer
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
+from worker.ratings.system import Imports, RatingSystem
 
-SYSTEM = "tsr"
+NAME = "tsr"
 CATEGORY = "turbo"
 DAY = 86400.0
 
@@ -86,7 +87,7 @@ class _Rated(NamedTuple):
 
 
 def key(player_id: str) -> StateKey:
-    return StateKey(player_id, SYSTEM, CATEGORY)
+    return StateKey(player_id, NAME, CATEGORY)
 
 
 def players(event: EventFinished) -> list[str]:
@@ -344,3 +345,20 @@ def rate_event(
             for pid, plan in plan_event(event, states, closed, params).items()
         )
     )
+
+
+def imported_state(imp, version: int, params: TsrParams = PARAMS) -> RatingState:
+    """A rating.imported's state: RD and volatility default to the start values."""
+    rd = params.start_rd if imp.rd is None else imp.rd
+    vol = params.start_volatility if imp.volatility is None else imp.volatility
+    return RatingState(imp.rating, rd, vol, imp.games or 0, imp.peak, imp.last_played_at, version)
+
+
+def import_flags(state: RatingState) -> tuple[bool, float | None]:
+    return state.rd > PARAMS.provisional_above, None
+
+
+SYSTEM = RatingSystem(
+    NAME, ("event.finished/turbo_live",), players, state_keys, rate_event, title="TSR", categories=(CATEGORY,),
+    imports=Imports(imported_state, lambda imp: start_state(), import_flags),
+)

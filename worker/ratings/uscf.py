@@ -26,8 +26,9 @@ from typing import NamedTuple
 
 from worker.ratings.inputs import EventFinished
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
+from worker.ratings.system import Imports, RatingSystem
 
-SYSTEM = "uscf"
+NAME = "uscf"
 CATEGORIES = ("regular", "quick", "blitz")
 SCORES = {"1-0": (1.0, 0.0), "0-1": (0.0, 1.0), "1/2-1/2": (0.5, 0.5)}
 
@@ -118,7 +119,7 @@ def event_categories(event: EventFinished, params: UscfParams = PARAMS) -> tuple
 
 
 def key(player_id: str, category: str) -> StateKey:
-    return StateKey(player_id, SYSTEM, category)
+    return StateKey(player_id, NAME, category)
 
 
 def players(event: EventFinished) -> list[str]:
@@ -554,3 +555,19 @@ def rate_event(
             changes.append(change(pid, cat, plan.before, updated_state(plan, at, params), params))
     changes.sort(key=lambda c: (c.key.player_id, CATEGORIES.index(c.key.category)))
     return Outcome(changes=tuple(changes))
+
+
+def imported_state(imp, version: int) -> RatingState:
+    """A rating.imported's state: the W/D/L and event counts it gives (0 where it gives none)."""
+    extra = {"wins": imp.wins or 0, "draws": imp.draws or 0, "losses": imp.losses or 0, "events3": imp.events or 0}
+    return RatingState(imp.rating, None, None, imp.games or 0, imp.peak, imp.last_played_at, version, extra)
+
+
+def import_flags(state: RatingState) -> tuple[bool, float | None]:
+    return state.games <= PARAMS.established_after, floor_of(state)
+
+
+SYSTEM = RatingSystem(
+    NAME, ("event.finished/uscf",), players, state_keys, rate_event, title="US Chess", categories=CATEGORIES,
+    imports=Imports(imported_state, lambda imp: RatingState(0.0), import_flags),  # no rating before
+)

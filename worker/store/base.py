@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from worker.contract.changed import ChangeRecord  # noqa: F401 - the store writes and reads them
 from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
+from worker.ratings.system import HistoryQuery, RatingsQuery
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,25 +41,6 @@ class Unpublished:
     row_id: int
     player_id: str
     payload: bytes
-
-
-class HistoryQuery(NamedTuple):
-    """Both sides of every game (history rows of one cause type) that changed this player's rating in
-    this system, with the cause's time between `since` and `until` (epoch seconds, both included)."""
-
-    player_id: str
-    system: str
-    cause_type: str
-    since: float
-    until: float
-
-
-class RatingsQuery(NamedTuple):
-    """The stored ratings of one system and category whose RD is at most `rd_at_most`."""
-
-    system: str
-    category: str
-    rd_at_most: float
 
 
 class StoreTx(Protocol):

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 
+from worker.contract.changed import ChangeRecord
 from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
-from worker.store.base import ChangeRecord, HistoryQuery, RatingsQuery, Unpublished
+from worker.ratings.system import HistoryQuery, RatingsQuery
+from worker.store.base import Unpublished
 
 
 class _MemoryTx:

@@ -31,10 +31,11 @@ from typing import Any
 import asyncpg
 import orjson
 
-from worker.contract.changed import encode_change
+from worker.contract.changed import ChangeRecord, encode_change
 from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
-from worker.store.base import ChangeRecord, HistoryQuery, ProcessedMessage, RatingsQuery, Unpublished
+from worker.ratings.system import HistoryQuery, RatingsQuery
+from worker.store.base import ProcessedMessage, Unpublished
 from worker.store.queries import QUERIES
 
 FAIR_PLAY = "fair_play"

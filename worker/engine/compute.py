@@ -1,0 +1,192 @@
+"""The pure part of a batch: messages in order against the states, one outcome per message.
+
+No I/O and no clock: the states, the processed ids and the closures come in, the new states, the
+`rating.changed` records and the processed ids go out. The same loop serves both callers: `compute`
+runs it to the end (under the locks), `compute_stepwise` lets other tasks run every so many messages
+(a plan computed while the batch before it is in PostgreSQL, whose round trips must not wait).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping, Sequence, Set
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from worker.contract.changed import ChangeRecord, change_record
+from worker.ratings.inputs import GameSide, Message
+from worker.ratings.state import RatingChange, RatingState, StateKey
+from worker.ratings.system import HistoryQuery, RatingsQuery, RatingSystem
+from worker.store.base import ProcessedMessage
+
+__all__ = ["BatchResult", "Computed", "MessageResult", "compute", "compute_stepwise"]
+
+
+class MessageResult(NamedTuple):
+    """What became of one message of a batch."""
+
+    status: str  # applied | unrated | duplicate | failed
+    reason: str | None = None  # why an unrated message changed nothing (a casual game, ...)
+    # failed: the rating code raised on a valid message; it is not applied nor marked processed, and
+    # the pipeline dead-letters it so that it can be re-submitted after a fix.
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class BatchResult:
+    """Per input message, in order, its result; plus what to publish."""
+
+    messages: list[MessageResult] = field(default_factory=list)
+    records: list[ChangeRecord] = field(default_factory=list)
+    row_ids: list[int] = field(default_factory=list)
+    planned: bool = False  # computed ahead of the locks, and the plan held
+
+    @property
+    def outcomes(self) -> list[str]:
+        return [m.status for m in self.messages]
+
+    @property
+    def failed(self) -> list[tuple[int, str]]:
+        """(index in the batch, error) of the messages the rating code failed on."""
+        return [(i, m.error) for i, m in enumerate(self.messages) if m.status == "failed"]
+
+
+@dataclass(slots=True)
+class Computed:
+    result: BatchResult
+    changed: dict[StateKey, RatingState]
+    processed: list[ProcessedMessage]
+    closures: dict[str, float] = field(default_factory=dict)  # accounts closed for fair play
+
+
+def _check_changes(
+    changes: Sequence[RatingChange], working: Mapping[StateKey, RatingState], read: Set[StateKey], locked: Set[str],
+) -> None:
+    """What the locks and a plan's check rest on, for every change a rating module returns:
+    - its key was read for the batch (`state_keys`, `more_keys`: a state changed without being read
+      would be written over whatever is stored), and its player is one the batch locks (`players`);
+    - it makes the state's next version: `version` counts changes without gaps, and a plan's check
+      under the locks compares versions only (worker.engine.plan).
+    A module that breaks either has a bug: the message is left out like any other that fails to rate."""
+    versions: dict[StateKey, int] = {}  # a message may change a key twice (a FIDE period close, then its event)
+    for ch in changes:
+        key = ch.key
+        if key not in read or key[0] not in locked:
+            raise ValueError(f"{tuple(key)}: changed without being read for the batch or its player locked")
+        before = versions.get(key)
+        if before is None:
+            st = working.get(key)
+            before = st.version if st is not None else 0
+        if ch.after.version != before + 1:
+            raise ValueError(f"{tuple(key)}: version {ch.after.version} does not follow {before}")
+        versions[key] = ch.after.version
+
+
+class _Computation:
+    """One batch's computation, one message at a time: against `working` (updated in place) and `done`."""
+
+    def __init__(
+        self, working: dict[StateKey, RatingState], done: set[tuple[str, str]], closed: Mapping[str, float],
+        history: Mapping[int, list[GameSide]] | None, queries: Mapping[int, HistoryQuery] | None,
+        answers: Mapping[RatingsQuery, dict[str, float]] | None, read: Set[StateKey], locked: Set[str],
+    ):
+        self.working, self.done = working, done
+        self.read, self.locked = read, locked  # the keys read for the batch, the players it locks
+        self.closed = dict(closed)  # grows when a message of the batch closes an account
+        self.history, self.queries = history or {}, queries or {}
+        self.answers = answers or {}
+        self.result = BatchResult()
+        self.changed: dict[StateKey, RatingState] = {}
+        self.processed: list[ProcessedMessage] = []
+        self.closures: dict[str, float] = {}
+
+    def _games_so_far(self, query: HistoryQuery) -> tuple[GameSide, ...]:
+        """The games of this batch, already rated, that a history query asks for (not stored yet)."""
+        return tuple(
+            GameSide(r.cause_source, r.cause_id, r.key.player_id, r.key.category, r.delta, r.changed_at)
+            for r in self.result.records
+            if r.cause_type == query.cause_type and r.key.system == query.system
+            and query.since <= r.changed_at <= query.until
+        )
+
+    def _ratings_now(self, query: RatingsQuery) -> dict[str, float]:
+        """The store's answer (read before the batch) with the batch's changes so far laid over it."""
+        ratings = dict(self.answers[query])
+        for key, st in self.working.items():
+            if key.system == query.system and key.category == query.category:
+                if st.rd is not None and st.rd <= query.rd_at_most:
+                    ratings[key.player_id] = st.rating
+                else:
+                    ratings.pop(key.player_id, None)
+        return ratings
+
+    def apply(self, message: Message, system: RatingSystem, index: int) -> None:
+        results = self.result.messages
+        ident = (message.source, message.id)
+        if ident in self.done:
+            results.append(MessageResult("duplicate"))
+            return
+        payload = message.payload
+        query = self.queries.get(index)
+        if query is not None:
+            payload = system.with_history(payload, tuple(self.history.get(index, ())) + self._games_so_far(query))
+        try:
+            wanted = system.context(payload, self.working)
+            if wanted is not None:
+                payload = system.with_context(payload, self._ratings_now(RatingsQuery(*wanted)))
+            outcome = system.rate(payload, self.working, self.closed)
+            _check_changes(outcome.changes, self.working, self.read, self.locked)
+        except Exception as exc:  # noqa: BLE001 - one message's bug must not stop every partition
+            results.append(MessageResult("failed", error=f"{type(exc).__name__}: {exc}"))
+            return
+        self.done.add(ident)
+        if outcome.closure is not None:
+            player_id, closed_at = outcome.closure
+            self.closed[player_id] = self.closures[player_id] = closed_at
+        if outcome.changes:
+            at = system.cause_time(message.payload)
+            records = self.result.records
+            for ch in outcome.changes:
+                self.working[ch.key] = ch.after
+                self.changed[ch.key] = ch.after
+                if system.published(ch.key):
+                    records.append(change_record(message, ch, at, system.shown_rating))
+        status = "applied" if outcome.rated else "unrated"
+        results.append(MessageResult(status, outcome.unrated_reason))
+        self.processed.append(ProcessedMessage(message.source, message.id, message.type, status))
+
+    def steps(self, messages: Sequence[Message], systems: Sequence[RatingSystem], every: int) -> Iterator[None]:
+        """The one loop: every message in order; yields after each `every` messages."""
+        for i, (message, system) in enumerate(zip(messages, systems, strict=True)):
+            self.apply(message, system, i)
+            if i % every == every - 1:
+                yield
+
+    def computed(self) -> Computed:
+        return Computed(self.result, self.changed, self.processed, self.closures)
+
+
+def compute(
+    messages: Sequence[Message], systems: Sequence[RatingSystem], working: dict[StateKey, RatingState],
+    done: set[tuple[str, str]], closed: Mapping[str, float], read: Set[StateKey], locked: Set[str],
+    history: Mapping[int, list[GameSide]] | None = None, queries: Mapping[int, HistoryQuery] | None = None,
+    answers: Mapping[RatingsQuery, dict[str, float]] | None = None,
+) -> Computed:
+    """Messages in order against `working` (updated in place) and `done`; `read` and `locked` are the
+    keys read for the batch and the players it locks (see _check_changes)."""
+    c = _Computation(working, done, closed, history, queries, answers, read, locked)
+    for _ in c.steps(messages, systems, every=len(messages) + 1):
+        pass
+    return c.computed()
+
+
+async def compute_stepwise(
+    messages: Sequence[Message], systems: Sequence[RatingSystem], working: dict[StateKey, RatingState],
+    done: set[tuple[str, str]], closed: Mapping[str, float], read: Set[StateKey], locked: Set[str],
+    every: int = 250,
+) -> Computed:
+    """`compute`, letting other tasks run every `every` messages (a plan: worker.engine.plan)."""
+    c = _Computation(working, done, closed, None, None, None, read, locked)
+    for _ in c.steps(messages, systems, every):
+        await asyncio.sleep(0)
+    return c.computed()

@@ -1,0 +1,88 @@
+"""How a rating system declares itself to the engine: one `RatingSystem`, at the end of its module.
+
+    SYSTEM = RatingSystem(NAME, rates=("game.finished",), players=..., state_keys=..., rate=..., ...)
+
+The engine (worker.engine) drives every system through these functions and nothing else; the registry
+(worker.ratings.registry) finds the declarations by itself, so that adding a system is adding a module
+(and its name to the `system` enum of schemas/rating.imported.json, which a test checks).
+
+- `rate(payload, states, closed) -> Outcome` is the module's pure rating function; `players` are whom
+  it locks, `state_keys` the states it reads; `more_keys` names states needed only when some of
+  `state_keys` are not stored yet (CSR's start from the other speeds).
+- `shown_rating` is the rating that `rating.changed` publishes (None for a FIDE rating not listed);
+  `published` says which changed states are published at all (the others are the system's own records).
+- A message that needs the games of the past (a fair-play closure) names them with `history`; the engine
+  reads them through the store, adds those of the batch so far, and hands them over by `with_history`.
+- A message that needs the ratings of a whole category at that moment (Chess Tempo's daily top group)
+  asks with `context` (system, category, RD at most), given the states as they are; the engine lays the
+  batch's changes over the store's answer and hands it over by `with_context`.
+- `imports` says how the system takes a `rating.imported` (RULES.md, Common): the state an import stands
+  for, the state before it when none is stored, and the imported state's provisional mark and floor.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from worker.ratings.inputs import GameSide, RatingImported
+from worker.ratings.state import Outcome, RatingState, StateKey
+
+__all__ = ["HistoryQuery", "Imports", "RatingSystem", "RatingsQuery"]
+
+
+class HistoryQuery(NamedTuple):
+    """Both sides of every game (history rows of one cause type) that changed this player's rating in
+    this system, with the cause's time between `since` and `until` (epoch seconds, both included)."""
+
+    player_id: str
+    system: str
+    cause_type: str
+    since: float
+    until: float
+
+
+class RatingsQuery(NamedTuple):
+    """The stored ratings of one system and category whose RD is at most `rd_at_most`."""
+
+    system: str
+    category: str
+    rd_at_most: float
+
+
+def _not_flagged(state: RatingState) -> tuple[bool, float | None]:
+    return False, None
+
+
+@dataclass(frozen=True)
+class Imports:
+    """How a system takes a `rating.imported`: what the import leaves out takes the system's start values."""
+
+    state: Callable[[RatingImported, int], RatingState]  # the state it stands for, at this version
+    start: Callable[[RatingImported], RatingState]  # "before" when nothing is stored
+    provisional_and_floor: Callable[[RatingState], tuple[bool, float | None]] = _not_flagged
+
+
+@dataclass(frozen=True)
+class RatingSystem:
+    """One rating system as the engine sees it (the module docstring says what each function is for)."""
+
+    name: str  # the `system` of rating.changed and rating.imported ("csr", ...)
+    rates: tuple[str, ...]  # the messages it rates: "game.finished", "event.finished/fide", ...
+    players: Callable[[Any], list[str]]
+    state_keys: Callable[[Any], list[StateKey]]
+    rate: Callable[[Any, Mapping[StateKey, RatingState], Mapping[str, float]], Outcome]
+    title: str = ""  # its name for people: the heading of its section of docs/ratings.md
+    categories: tuple[str, ...] = ()  # its ratings per player (none: it rates no rating of its own)
+    cause_time: Callable[[Any], float] = operator.attrgetter("finished_at")
+    more_keys: Callable[[Any, Mapping[StateKey, RatingState]], list[StateKey]] = lambda payload, loaded: []
+    shown_rating: Callable[[RatingState], float | None] = operator.attrgetter("rating")
+    history: Callable[[Any], HistoryQuery | None] = lambda payload: None
+    with_history: Callable[[Any, tuple[GameSide, ...]], Any] = lambda payload, games: payload
+    published: Callable[[StateKey], bool] = lambda key: True
+    context: Callable[[Any, Mapping[StateKey, RatingState]], tuple[str, str, float] | None] = (
+        lambda payload, states: None)
+    with_context: Callable[[Any, Mapping[str, float]], Any] = lambda payload, ratings: payload
+    imports: Imports | None = None
