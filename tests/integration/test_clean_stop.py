@@ -28,11 +28,17 @@ DRAIN_TIMEOUT_S = 5
 CLOSE_BOUND_S = 15
 
 
-async def wait_for_line(workers: Workers, name: str, text: str, timeout: float = 60) -> None:
+async def wait_for_line(workers: Workers, name: str, *texts: str, timeout: float = 60) -> None:
+    """Until the worker's log has one of `texts`."""
     deadline = time.monotonic() + timeout
-    while text not in workers.log(name):
-        assert time.monotonic() < deadline, f"{name} never logged {text!r}:\n{workers.log(name)[-3000:]}"
+    while not any(text in workers.log(name) for text in texts):
+        assert time.monotonic() < deadline, f"{name} never logged {texts!r}:\n{workers.log(name)[-3000:]}"
         await asyncio.sleep(0.2)
+
+
+# The worker retries database work that failed: a batch's transaction, or taking a published batch's
+# changes out of the outbox (whichever the cut hit).
+DATABASE_RETRY = ("batch rolled back, retrying", "mark published failed, retrying")
 
 
 async def stopped_within(workers: Workers, w, bound: float) -> float:
@@ -90,7 +96,7 @@ async def test_sigterm_during_a_database_outage_abandons_the_batch_in_hand(datab
         assert await wait_processed(database_url, 400) == 400
         proxy.cut()
         await produce(broker.bootstrap_servers, topics.input, values[400:], key_of=player_of)
-        await wait_for_line(workers, "outage", "batch rolled back, retrying")
+        await wait_for_line(workers, "outage", *DATABASE_RETRY)
         await stopped_within(workers, w, DRAIN_TIMEOUT_S + CLOSE_BOUND_S)
         lines = assert_clean_log(workers.log("outage"))
         assert lines[-1]["abandoned"] >= 1, lines[-1]
@@ -116,7 +122,7 @@ async def test_a_rebalance_during_a_database_outage_does_not_hold_the_group(data
         proxy.cut()
         cut_at = time.monotonic()
         await produce(broker.bootstrap_servers, topics.input, values[400:], key_of=player_of)
-        await wait_for_line(workers, "a", "batch rolled back, retrying")
+        await wait_for_line(workers, "a", *DATABASE_RETRY)
         before_b = await wait_processed(database_url, 0)
         b = workers.start(worker_env(database_url, broker, topics, batch_size=100), "b")
         # B rates records while A's database is still cut (the cut lasts until proxy.restore() below).

@@ -1,4 +1,4 @@
-"""worker.intake against a consumer double that behaves like aiokafka where it matters: a fetch that fails
+"""worker.pipeline.intake against a consumer double that behaves like aiokafka where it matters: a fetch that fails
 after it moved the positions of the partitions it drained, and a partition whose record at one offset
 cannot be read until it can. (The same cases against the real broker: tests/integration/test_no_record_skipped.py.)"""
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from worker.intake import UNREADABLE_RECHECK_S, Intake
 from worker.observability import Metrics, Readiness
+from worker.pipeline.intake import UNREADABLE_RECHECK_S, Intake
 
 A, B = TopicPartition("games", 0), TopicPartition("games", 1)
 

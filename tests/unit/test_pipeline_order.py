@@ -29,9 +29,9 @@ async def test_a_batch_of_only_bad_messages_is_not_part_of_the_ordering_chain():
     """Else it "commits" at once and lets the batch after it overtake the batch before it (review finding)."""
     pipeline = Pipeline(CFG, MemoryStore(), Metrics())
     values = games(4, players=2, seed=1)
-    a = await pipeline._launch(records(values[:2], 0))
-    b = await pipeline._launch(records([b"not json"], 2))
-    c = await pipeline._launch(records(values[2:], 3))
+    a = await pipeline.launch(records(values[:2], 0))
+    b = await pipeline.launch(records([b"not json"], 2))
+    c = await pipeline.launch(records(values[2:], 3))
     assert b.prev is None and c.prev is a
     await asyncio.gather(a.task, b.task, c.task)
 
@@ -40,8 +40,8 @@ async def test_after_a_halt_nothing_more_is_committed():
     pipeline = Pipeline(CFG, MemoryStore(), Metrics())
     pipeline.halt(RuntimeError("drain failed during a rebalance"))
     with pytest.raises(Stopping):
-        await pipeline._commit({TP: 10})
-    assert isinstance(pipeline._broken, RuntimeError) and pipeline._stopping.is_set()
+        await pipeline.commit_offsets({TP: 10})
+    assert isinstance(pipeline.broken, RuntimeError) and pipeline.stopping
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,8 @@ from aiokafka.errors import KafkaConnectionError
 from tests.streams import game_event
 from worker.config import load
 from worker.observability import HealthServer, Metrics, Readiness
-from worker.pipeline import BROKER_PROBE, Pipeline
+from worker.pipeline import Pipeline
+from worker.pipeline.monitors import BROKER_PROBE, BrokerProbe
 from worker.store.memory import MemoryStore
 
 CFG = load(env={"DATABASE_URL": "postgresql://x/y", "KAFKA_BOOTSTRAP_SERVERS": "k:9092", "RETRY_BACKOFF_MAX_S": "0.1"})
@@ -90,34 +91,36 @@ class FakeConsumer:
 
 
 def ready_pipeline(store=None) -> tuple[Pipeline, Metrics, FakeConsumer]:
+    """A pipeline that has not started (no broker: batches are launched by hand), and a broker probe on a
+    consumer double, both reporting to the pipeline's readiness."""
     metrics = Metrics()
     pipeline = Pipeline(CFG, store or MemoryStore(), metrics)
-    pipeline.consumer = FakeConsumer()
+    pipeline.probe = BrokerProbe(FakeConsumer(), pipeline.readiness, pipeline.retrier)
     pipeline.readiness.recover("starting")
-    return pipeline, metrics, pipeline.consumer
+    return pipeline, metrics, pipeline.probe.consumer
 
 
 async def test_the_broker_probe_sets_not_ready_when_refused_or_unanswered_and_ready_when_answered():
     pipeline, metrics, consumer = ready_pipeline()
-    assert await pipeline.probe_broker() and gauge(metrics) == 1
+    assert await pipeline.probe.probe() and gauge(metrics) == 1
     consumer.mode = "refuse"
-    assert not await pipeline.probe_broker()
+    assert not await pipeline.probe.probe()
     assert pipeline.readiness.reasons == [BROKER_PROBE] and gauge(metrics) == 0
     consumer.mode = "answer"
-    assert await pipeline.probe_broker() and gauge(metrics) == 1
+    assert await pipeline.probe.probe() and gauge(metrics) == 1
     consumer.mode = "hang"
     started = asyncio.get_running_loop().time()
-    assert not await pipeline.probe_broker(timeout_s=0.2)
+    assert not await pipeline.probe.probe(timeout_s=0.2)
     assert asyncio.get_running_loop().time() - started < 1.0, "the probe must give up after its timeout"
     assert gauge(metrics) == 0
     consumer.mode = "answer"
-    assert await pipeline.probe_broker() and pipeline.readiness.ready
+    assert await pipeline.probe.probe() and pipeline.readiness.ready
 
 
 async def test_a_retry_that_recovers_does_not_hide_the_broker_probe_and_the_other_way_round():
     pipeline, metrics, consumer = ready_pipeline()
     consumer.mode = "refuse"
-    await pipeline.probe_broker()
+    await pipeline.probe.probe()
     failures = iter([ConnectionResetError("cut"), ConnectionResetError("cut")])
 
     async def flaky() -> str:
@@ -126,7 +129,7 @@ async def test_a_retry_that_recovers_does_not_hide_the_broker_probe_and_the_othe
             raise exc
         return "done"
 
-    assert await pipeline._retry_db("mark published", flaky) == "done"
+    assert await pipeline.retrier.db("mark published", flaky) == "done"
     assert pipeline.readiness.reasons == [BROKER_PROBE] and gauge(metrics) == 0
 
     # the probe recovers while a publish is still failing: still not ready
@@ -136,10 +139,10 @@ async def test_a_retry_that_recovers_does_not_hide_the_broker_probe_and_the_othe
         if not broker_back.is_set():
             raise KafkaConnectionError("refused")
 
-    task = asyncio.create_task(pipeline._retry_broker("publish", publish))
+    task = asyncio.create_task(pipeline.retrier.broker("publish", publish))
     await wait_for(lambda: "broker: publish" in pipeline.readiness.reasons, "the publish to fail")
     consumer.mode = "answer"
-    await pipeline.probe_broker()
+    await pipeline.probe.probe()
     assert pipeline.readiness.reasons == ["broker: publish"] and gauge(metrics) == 0
     broker_back.set()
     await task
@@ -180,8 +183,8 @@ async def test_one_batch_committing_does_not_make_ready_while_the_next_one_still
     store = FlakyStore()
     store.failing = {"/a", "/b"}
     pipeline, metrics, _ = ready_pipeline(store)
-    a = await pipeline._launch(batch_of("/a", ("a1", "a2"), 0))
-    b = await pipeline._launch(batch_of("/b", ("b1", "b2"), 2))
+    a = await pipeline.launch(batch_of("/a", ("a1", "a2"), 0))
+    b = await pipeline.launch(batch_of("/b", ("b1", "b2"), 2))
     reasons = {f"database: batch {a.seq}", f"database: batch {b.seq}"}
     await wait_for(lambda: set(pipeline.readiness.reasons) == reasons, "both batches to fail")
     store.failing = {"/b"}
@@ -197,7 +200,7 @@ async def test_a_batch_given_up_takes_its_reason_back():
     store = FlakyStore()
     store.failing = {"/a"}
     pipeline, _, _ = ready_pipeline(store)
-    a = await pipeline._launch(batch_of("/a", ("a1", "a2"), 0))
+    a = await pipeline.launch(batch_of("/a", ("a1", "a2"), 0))
     await wait_for(lambda: not pipeline.readiness.ready, "the batch to fail")
     a.task.cancel()
     with pytest.raises(asyncio.CancelledError):

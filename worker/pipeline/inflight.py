@@ -1,0 +1,123 @@
+"""The batches in flight, and the one rule that keeps them in consumption order.
+
+Several batches may be in PostgreSQL at once (the database works while Python decodes the next batch).
+A later batch must never overtake an earlier one for the same player, so each batch follows the one
+before it (`prev`) through its database stage:
+
+- it takes its locks only once the previous batch holds its own, or has committed: where they share
+  players it then waits for the previous commit in PostgreSQL's lock queue;
+- it commits only after the previous batch committed, and rolls back and goes again if the previous
+  batch's attempt failed meanwhile (its locks were released, so ours may have been taken too early);
+- a batch behind one that was abandoned is abandoned with it.
+
+A batch's place in that chain is one `Stage`, moved only by its own database stage (and by the
+pipeline when it abandons it); every move wakes the batch waiting behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+
+from worker.engine import Plan
+from worker.pipeline.retry import Abandoned
+
+__all__ = ["Batch", "PreviousBatchFailed", "Stage"]
+
+
+class PreviousBatchFailed(Exception):
+    """The batch before this one rolled back: roll back too and go again after it (order is kept)."""
+
+
+class Stage(enum.Enum):
+    WAITING = "waiting"  # planned or attempting, its locks not yet held
+    LOCKED = "locked"  # its locks held, not yet committed
+    FAILED = "failed"  # its attempt rolled back; it goes again
+    COMMITTED = "committed"
+    ABANDONED = "abandoned"  # given up uncommitted (a stop, a rebalance, an error)
+
+
+class Batch:
+    """One batch in flight: its messages and dead letters, its offsets, and its stage in the chain."""
+
+    def __init__(self, prev: Batch | None, good: list, dead: list, offsets: dict, started: float) -> None:
+        self.prev = prev
+        self.good, self.dead, self.offsets, self.started = good, dead, offsets, started
+        self.records: list = []  # the Kafka records of `good`, for dead-lettering a message that fails
+        self.timestamps: list[int] = []  # every record's timestamp (ms), for the record latency
+        self.seq = 0  # its number in this process, for its readiness reason
+        self.stage = Stage.WAITING
+        self.attempt = 0
+        self.plan: Plan | None = None
+        self.planned = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        # Steps of its completion already done: a stop may cut the completion short, and the drain then
+        # completes the batch again without doing them twice.
+        self.reported = self.published = False
+        self._changed = asyncio.Event()
+        self._prev_attempt: int | None = None
+
+    # ---- moves (each wakes the batch behind) -------------------------------------------------------
+
+    def _move(self, stage: Stage) -> None:
+        self.stage = stage
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    def attempting(self) -> None:
+        self.attempt += 1
+        self._move(Stage.WAITING)
+
+    def failed(self) -> None:
+        self._move(Stage.FAILED)
+
+    def committed(self) -> None:
+        self._move(Stage.COMMITTED)
+        self.planned.set()
+        self.prev = None  # no chain of old batches stays in memory
+        self.plan = None
+
+    def abandon(self) -> None:
+        self._move(Stage.ABANDONED)
+        self.planned.set()
+
+    @property
+    def is_committed(self) -> bool:
+        return self.stage is Stage.COMMITTED
+
+    @property
+    def is_abandoned(self) -> bool:
+        return self.stage is Stage.ABANDONED
+
+    # ---- the hooks the engine calls (worker.engine.batch.BatchHooks) -------------------------------
+
+    async def before_lock(self) -> None:
+        p = self.prev
+        while p is not None and p.stage not in (Stage.COMMITTED, Stage.LOCKED):
+            p._raise_if_abandoned()
+            await p._changed.wait()
+        self._prev_attempt = p.attempt if p is not None else None
+
+    async def after_lock(self) -> None:
+        self._move(Stage.LOCKED)
+
+    async def before_commit(self) -> None:
+        p = self.prev
+        while p is not None and p.stage is not Stage.COMMITTED:
+            p._raise_if_abandoned()
+            if p.stage is Stage.FAILED or p.attempt != self._prev_attempt:
+                raise PreviousBatchFailed()
+            await p._changed.wait()
+
+    def _raise_if_abandoned(self) -> None:
+        if self.stage is Stage.ABANDONED:
+            raise Abandoned()  # the batches after an abandoned one are abandoned with it
+
+    def earlier_plans(self) -> list[Plan]:
+        """The plans of the batches before this one that have not committed yet, oldest first."""
+        plans, p = [], self.prev
+        while p is not None and not p.is_committed:
+            if p.plan is not None:
+                plans.append(p.plan)
+            p = p.prev
+        return plans[::-1]

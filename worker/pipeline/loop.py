@@ -1,0 +1,394 @@
+"""The streaming loop: take records -> decode -> a batch's database stage -> complete it, in order.
+
+The commit order of a batch, written once (every step waits for the one before it, and the batches
+complete in the order they were taken):
+
+1. Its messages' changes, their (source, id) and the outbox rows commit in PostgreSQL in one
+   transaction (worker.pipeline.database; several batches may be in PostgreSQL at once, kept in order
+   by worker.pipeline.inflight).
+2. Its bad records go to the dead-letter topic, and the messages the rating code failed on with them.
+3. Its changes are published (`rating.changed`), then their outbox rows are taken out.
+4. Its offsets are committed.
+
+A crash anywhere redelivers whatever was not committed in step 4, and the dedupe on (source, id)
+makes a second delivery a no-op: each message is applied exactly once. A crash between 1 and 3 leaves
+outbox rows, which the relay publishes (at least once, with stable ids). Offsets are never committed
+past a record that was neither applied nor dead-lettered: a batch that cannot finish (a stop or a
+rebalance during an outage) is abandoned uncommitted with every batch after it, and their records
+are taken again from the committed offsets.
+
+Knows nothing about rating math: worker.engine does that through the state port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter, deque
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+
+from worker import kafka_clients
+from worker.config import Config
+from worker.contract.decode import decode_rateable
+from worker.contract.reasons import BadMessage
+from worker.engine import BatchResult
+from worker.observability import HealthServer, Metrics, Readiness, log, observe_many
+from worker.pipeline.database import DatabaseStage
+from worker.pipeline.faults import Faults
+from worker.pipeline.inflight import Batch
+from worker.pipeline.intake import Intake, is_group_error
+from worker.pipeline.monitors import BrokerProbe, LagMonitor
+from worker.pipeline.publisher import Publisher
+from worker.pipeline.rebalance import FinishBatchesBeforeRevoke, Membership
+from worker.pipeline.relay import Relay
+from worker.pipeline.retry import Abandoned, Retrier, Stopping
+from worker.store.base import StateStore
+
+__all__ = ["Pipeline"]
+
+logger = logging.getLogger("rating_worker.pipeline")
+
+# How long closing each Kafka client may take at a stop (leaving the group, flushing the producer): a
+# coordinator that does not answer must not hold the exit.
+CLOSE_TIMEOUT_S = 5.0
+
+
+class Pipeline:
+    def __init__(self, config: Config, store: StateStore, metrics: Metrics, health: HealthServer | None = None):
+        self.config = config
+        self.store = store
+        self.metrics = metrics
+        # Shared with /readyz when there is a health server; "starting" until start() has connected.
+        self.readiness = health.readiness if health is not None else Readiness(metrics)
+        self._stopping = asyncio.Event()
+        self._draining = False  # a retry gives up at its next failure (the batch is abandoned)
+        self.retrier = Retrier(config, metrics, self.readiness, self._stopping, giving_up=self._giving_up)
+        self.database = DatabaseStage(store, metrics, self.readiness, self.retrier)
+        self.membership = Membership(config, metrics, self.readiness)
+        self.faults = Faults()
+        self.consumer: AIOKafkaConsumer | None = None
+        self.producer: AIOKafkaProducer | None = None
+        self.intake: Intake | None = None
+        self.publisher: Publisher | None = None
+        self.relay: Relay | None = None
+        self.lag: LagMonitor | None = None
+        self.probe: BrokerProbe | None = None
+        self.started = False
+        self.batches = 0
+        self.abandoned = 0  # batches given up uncommitted (stop or rebalance during an outage)
+        self._launched = 0
+        self._complete_lock = asyncio.Lock()
+        self._inflight: deque[Batch] = deque()
+        self._last: Batch | None = None
+        self._halted = False
+        self.broken: BaseException | None = None
+        # For the watchdog: batches taken from the broker and not yet through `_complete`.
+        self._unfinished = 0
+        # The offsets this process committed: a partition that hands out records below them has lost
+        # its data (a broker that lost its log or the group's offsets) or was reset by hand.
+        self._committed: dict[TopicPartition, int] = {}
+        # A series at 0 for every input topic from the start, so that the first fall is an increase.
+        for topic in config.kafka_input_topics:
+            metrics.offsets_went_back.labels(topic)
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask for a clean stop: the batches in hand finish and commit, then the loop ends."""
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    async def start(self) -> None:
+        c = self.config
+        self.producer = kafka_clients.producer(c)
+        self.consumer = kafka_clients.group_consumer(c)
+        self.intake = Intake(self.consumer, self.metrics, self.readiness, self.retrier.sleep,
+                             probe_ms=c.kafka_fetch_max_wait_ms + 1000)
+        self.publisher = Publisher(self.producer, c, self.metrics, self.retrier)
+        self.relay = Relay(self.store, self.publisher, c, self.metrics, self.retrier)
+        self.lag = LagMonitor(self.consumer, c, self.metrics, self.retrier, stopped=self.intake.stopped)
+        self.probe = BrokerProbe(self.consumer, self.readiness, self.retrier)
+        await self.retrier.broker("start producer", self.producer.start, interruptible=True)
+        await self.retrier.broker("start consumer", self.consumer.start, interruptible=True)
+        self.consumer.subscribe(list(c.kafka_input_topics), listener=FinishBatchesBeforeRevoke(self))
+        self.started = True
+        self.readiness.recover("starting")
+        log(logger, logging.INFO, "worker started", topics=list(c.kafka_input_topics), group=c.kafka_group_id)
+
+    async def close(self) -> None:
+        """Stop the Kafka clients (leave the group), each within CLOSE_TIMEOUT_S."""
+        for name, client in (("consumer", self.consumer), ("producer", self.producer)):
+            if client is None:
+                continue
+            try:
+                await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT_S)
+            except (KafkaError, TimeoutError) as exc:
+                log(logger, logging.WARNING, f"{name} stop failed", error=repr(exc), timeout_s=CLOSE_TIMEOUT_S)
+
+    async def run(self) -> None:
+        """Consume until `stop()`. Beside it: the outbox relay, the lag monitor and the broker probe.
+
+        A stop finishes the batches in hand within DRAIN_TIMEOUT_S and abandons the rest uncommitted."""
+        helpers = [asyncio.create_task(self.relay.run()), asyncio.create_task(self.lag.run()),
+                   asyncio.create_task(self.probe.run())]
+        try:
+            while not self._stopping.is_set():
+                try:
+                    await self._step()
+                except Stopping:
+                    break  # whatever was waited for is given up; the drain below picks it up again
+            await self.drain(self.config.drain_timeout_s)
+            if self.broken is not None:
+                raise self.broken
+        except (Stopping, Abandoned):
+            self._abandon()
+        except BaseException:
+            self._abandon()
+            raise
+        finally:
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+
+    async def _step(self) -> None:
+        """One turn of the loop: complete what is finished, then take records or complete the oldest batch.
+        Every wait is cut short by a stop (Stopping)."""
+        until_stopped = self.retrier.until_stopped
+        await until_stopped(self._complete_finished())
+        if len(self._inflight) >= self.config.max_inflight_batches:
+            await until_stopped(self._complete_oldest())
+            return
+        # With batches in flight, take only what is already fetched, and otherwise finish one.
+        wait = 0 if self._inflight else self.config.batch_wait_ms
+        try:
+            records = await until_stopped(self.intake.take(wait, self.config.batch_size))
+        except KafkaError as exc:
+            if not is_group_error(exc):
+                raise
+            self.membership.failed(exc)
+            await self.retrier.sleep(1.0)
+            return
+        if records:
+            await self.launch(records)
+        elif self._inflight:
+            await until_stopped(self._complete_oldest())
+
+    def forget_partitions(self, partitions) -> None:
+        """Partitions taken away: their lag series and fetch positions are the next owner's."""
+        if self.lag is not None:
+            self.lag.forget(partitions)
+        if self.intake is not None:
+            self.intake.forget(partitions)
+
+    def has_work(self) -> bool:
+        """For the watchdog: records fetched and not yet committed, or waiting in the partitions, or the
+        worker kept out of its consumer group (a fresh process may join where this one cannot)."""
+        waiting = self.lag.waiting if self.lag is not None else 0
+        return self._unfinished > 0 or waiting > 0 or self.membership.trouble is not None
+
+    # ---- batches ---------------------------------------------------------------------------------
+
+    async def launch(self, records: dict[TopicPartition, list]) -> Batch:
+        """Decode records into a batch and start its database stage; yields now and then so that the
+        batches already in PostgreSQL get their round trips answered while this one decodes."""
+        started = time.perf_counter()
+        good, good_records, dead, offsets, stamps = [], [], [], {}, []
+        for tp, recs in records.items():
+            if recs[0].offset < self._committed.get(tp, 0):
+                self._offsets_went_back(tp, recs[0].offset)
+            stamps.extend(r.timestamp for r in recs)
+            for i, record in enumerate(recs):
+                if i % 500 == 499:
+                    await asyncio.sleep(0)
+                try:
+                    message, _ = decode_rateable(record.value, self.config.max_message_bytes, record.headers)
+                    good.append(message)
+                    good_records.append(record)
+                except BadMessage as exc:
+                    dead.append((record, exc))
+            offsets[tp] = recs[-1].offset + 1
+        # A batch with nothing to apply stays out of the ordering chain: it would "commit" at once and
+        # let the next batch overtake the one before it. Its offsets still commit in batch order.
+        batch = Batch(self._last if good else None, good, dead, offsets, started)
+        batch.records = good_records
+        batch.timestamps = stamps
+        self._launched += 1
+        batch.seq = self._launched
+        if good:
+            self._last = batch
+        batch.task = asyncio.create_task(self.database.run(batch))
+        self._inflight.append(batch)
+        self._unfinished += 1
+        return batch
+
+    async def _complete_finished(self) -> None:
+        while self._inflight and self._inflight[0].task.done():
+            await self._complete_oldest()
+
+    async def _complete_oldest(self) -> None:
+        async with self._complete_lock:
+            if self._inflight:
+                try:
+                    await self._complete_first()
+                except Abandoned:
+                    self._give_up_inflight("failed")
+
+    async def _complete_first(self) -> None:
+        """Complete the oldest batch; it leaves the queue once complete (if it is still there: a drain that
+        timed out may have given the queue up meanwhile)."""
+        b = self._inflight[0]
+        await self._complete(b)
+        if self._inflight and self._inflight[0] is b:
+            self._inflight.popleft()
+
+    async def _complete(self, b: Batch) -> None:
+        """Steps 2 to 4 of the commit order (the module docstring), once the batch's transaction committed.
+
+        A stop may cut it short at any await and the drain then completes the batch again: the batch's
+        own task is shielded (a stop does not roll back a transaction that can finish), and each step is
+        done once."""
+        if self._halted:
+            raise Stopping()
+        try:
+            result = await asyncio.shield(b.task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if b.is_abandoned and not (current is not None and current.cancelling()):
+                raise Abandoned() from None  # given up by a drain meanwhile, not our own cancellation
+            raise
+        self.faults.at("kill_after_commit", self.batches + 1)
+        if not b.reported:
+            dead = list(b.dead)
+            for index, error in result.failed:
+                message = b.good[index]
+                log(logger, logging.ERROR, "rating failed, message dead-lettered", type=message.type,
+                    source=message.source, id=message.id, error=error)
+                dead.append((b.records[index], BadMessage("rating_error", error)))
+            if dead:
+                await self.publisher.dead_letter(dead)
+            self._count(b.good, result)
+            if b.good:
+                self.metrics.batch_plans.labels("held" if result.planned else "recomputed").inc()
+            b.reported = True
+        if not b.published:
+            await self.publisher.publish(result.records)
+            if result.row_ids:
+                await self.retrier.db("mark published", lambda: self.store.mark_published(result.row_ids))
+            b.published = True
+        self.faults.at("kill_after_publish", self.batches + 1)
+        await self.commit_offsets(b.offsets)
+        self._unfinished = max(0, self._unfinished - 1)
+        if self.lag is not None:
+            self.lag.waiting = 0  # measured before this batch: the lag monitor measures it again within 5 s
+        self.batches += 1
+        # Records of the old message format have no timestamp (None); a clock behind the producer's, 0.
+        now_ms = time.time() * 1000
+        observe_many(self.metrics.record_latency,
+                     [max(0.0, now_ms - t) / 1000 for t in b.timestamps if t is not None and t > 0])
+        self.metrics.batch_size.observe(len(b.good) + len(b.dead))
+        self.metrics.batch_seconds.observe(time.perf_counter() - b.started)
+
+    def _count(self, good, result: BatchResult) -> None:
+        counts = Counter(
+            (m.type, r.status, r.reason or "")
+            for m, r in zip(good, result.messages, strict=True)
+            if r.status != "failed"  # counted as dead-lettered
+        )
+        for labels, n in counts.items():
+            self.metrics.messages.labels(*labels).inc(n)
+        # An event or attempt that changes nobody's rating is worth a line (a casual game is not: it is common).
+        for m, r in zip(good, result.messages, strict=True):
+            if r.status == "unrated" and m.type != "game.finished":
+                log(logger, logging.INFO, "message not rated", type=m.type, source=m.source, id=m.id, ref=m.ref,
+                    reason=r.reason)
+
+    async def commit_offsets(self, offsets: dict[TopicPartition, int]) -> None:
+        """Step 4: the only place offsets are committed (never after a halt)."""
+        if self._halted:
+            raise Stopping()
+        try:
+            await self.retrier.broker("commit offsets", lambda: self.consumer.commit(offsets))
+            self._committed.update(offsets)
+        except (CommitFailedError, IllegalStateError) as exc:
+            # The partitions went to another worker: it will see these messages again and skip them
+            # as duplicates (their ids are in the database), so nothing is lost or applied twice.
+            log(logger, logging.WARNING, "offset commit refused after a rebalance", error=repr(exc))
+
+    def _offsets_went_back(self, tp: TopicPartition, offset: int) -> None:
+        """Nothing is applied twice (the processed ids are in PostgreSQL), but the operator must know:
+        messages the broker lost are lost unless their producers send them again (docs/operations.md)."""
+        log(logger, logging.ERROR, "partition went back below an offset this worker committed: the broker lost "
+            "its data or the group's offsets, or they were reset; messages already applied will be skipped",
+            topic=tp.topic, partition=tp.partition, committed=self._committed[tp], fetched=offset)
+        self.metrics.offsets_went_back.labels(tp.topic).inc()
+        self._committed[tp] = offset  # once per fall, not once per batch while it catches up
+
+    # ---- draining, giving up ---------------------------------------------------------------------
+
+    async def drain(self, timeout_s: float) -> None:
+        """Finish every batch in hand, in order (before a rebalance, at a stop). A batch not finished
+        within `timeout_s`, or whose database or broker work fails meanwhile, is abandoned uncommitted
+        with every batch after it: its records come again to whoever owns the partition next."""
+        self._draining = True
+        try:
+            await asyncio.wait_for(self._drain_locked(), timeout_s)
+        except TimeoutError:
+            self._give_up_inflight("timed out", timeout_s)
+        except Abandoned:
+            self._give_up_inflight("failed", timeout_s)
+        finally:
+            self._draining = False
+
+    async def _drain_locked(self) -> None:
+        async with self._complete_lock:
+            while self._inflight:
+                await self._complete_first()
+
+    def _giving_up(self) -> bool:
+        """After a failure, retry (False) or give the batch up uncommitted (a stop or a rebalance waits)."""
+        return self._stopping.is_set() or self._draining
+
+    def _give_up_inflight(self, why: str, timeout_s: float | None = None) -> None:
+        """The batches in hand could not be finished: give them up, uncommitted, and carry on afresh."""
+        count = self._cancel_inflight()
+        self._last = None
+        self._unfinished = 0
+        if self.intake is not None:
+            # Their records must come again: every partition goes back to its committed offset (a
+            # rebalance does that too, but nothing may depend on one following).
+            self.intake.rewind_to_committed()
+        if count:
+            log(logger, logging.WARNING, f"finishing the batches in hand {why}: abandoned uncommitted, their "
+                "records are delivered again", batches=count, drain_timeout_s=timeout_s or self.config.drain_timeout_s)
+
+    def halt(self, exc: BaseException) -> None:
+        """Stop after a failure outside the main loop (in the rebalance listener): nothing more is
+        committed, and `run` raises the failure (a requested stop that could not finish just stops)."""
+        if self.broken is None and not isinstance(exc, Stopping | Abandoned):
+            self.broken = exc
+        log(logger, logging.ERROR, "pipeline halted", error=repr(exc))
+        self._abandon()
+        self._stopping.set()
+
+    def _abandon(self) -> None:
+        """Give up the batches in hand, uncommitted: from now on no offset is committed, since a later
+        batch's offsets could pass an abandoned batch's messages (they are redelivered after a restart)."""
+        self._halted = True
+        self._cancel_inflight()
+
+    def _cancel_inflight(self) -> int:
+        """Mark every batch in hand abandoned (the batches waiting behind one stop waiting) and cancel its
+        database stage (rolled back unless it committed already); how many there were."""
+        count = len(self._inflight)
+        for b in self._inflight:
+            b.abandon()
+            b.task.cancel()
+        self._inflight.clear()
+        self.abandoned += count
+        return count
