@@ -77,6 +77,10 @@ class Metrics:
             "rating_worker_assigned_partitions", "Input partitions assigned to this worker by its consumer group",
             ["topic"], registry=r,
         )
+        self.side_task_failures = Counter(
+            "rating_worker_side_task_failures", "Unexpected failures of a side task (relay, lag, probe), each "
+            "restarted after a backoff", ["task"], registry=r,
+        )
         self.topic_partitions = Gauge(
             "rating_worker_topic_partitions", "Partitions of each input topic, as the broker's metadata says "
             "(the group's workers together should be assigned all of them)", ["topic"], registry=r,

@@ -668,6 +668,7 @@ BOUNDED_LABELS = {
     "result": "held or recomputed",
     "system": "the rating systems",
     "category": "their categories",
+    "task": "the pipeline's side tasks: relay, lag, broker probe",
 }
 
 

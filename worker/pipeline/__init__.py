@@ -8,6 +8,7 @@
 - publisher: rating.changed keyed by player, and dead letters
 - relay: the outbox relay; monitors: the lag and the broker probe
 - rebalance: the consumer group (revocations, assignments, a failed join); faults: the test-only seam
+- tasks: the side tasks (relay, lag, probe) started by name and supervised
 
 Knows nothing about rating math (worker.engine) nor about byte formats (worker.contract).
 """

@@ -45,6 +45,7 @@ from worker.pipeline.publisher import Publisher
 from worker.pipeline.rebalance import FinishBatchesBeforeRevoke, Membership
 from worker.pipeline.relay import Relay
 from worker.pipeline.retry import Abandoned, Retrier, Stopping
+from worker.pipeline.tasks import SideTasks
 from worker.store.base import StateStore
 
 __all__ = ["Pipeline"]
@@ -132,11 +133,14 @@ class Pipeline:
                 log(logger, logging.WARNING, f"{name} stop failed", error=repr(exc), timeout_s=CLOSE_TIMEOUT_S)
 
     async def run(self) -> None:
-        """Consume until `stop()`. Beside it: the outbox relay, the lag monitor and the broker probe.
+        """Consume until `stop()`. Beside it, supervised (worker.pipeline.tasks): the outbox relay, the lag
+        monitor and the broker probe.
 
         A stop finishes the batches in hand within DRAIN_TIMEOUT_S and abandons the rest uncommitted."""
-        helpers = [asyncio.create_task(self.relay.run()), asyncio.create_task(self.lag.run()),
-                   asyncio.create_task(self.probe.run())]
+        side = SideTasks(self.metrics, self.retrier)
+        side.start("relay", self.relay.run)
+        side.start("lag", self.lag.run)
+        side.start("broker probe", self.probe.run)
         try:
             while not self._stopping.is_set():
                 try:
@@ -152,9 +156,7 @@ class Pipeline:
             self._abandon()
             raise
         finally:
-            for task in helpers:
-                task.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
+            await side.stop()
 
     async def _step(self) -> None:
         """One turn of the loop: complete what is finished, then take records or complete the oldest batch.
