@@ -24,7 +24,7 @@ import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from worker import devservices
+from worker import dev
 
 BATCHES = int(os.environ.get("BENCH_BROKER_BATCHES", "40000"))
 
@@ -44,7 +44,7 @@ async def _fetch_newest_ms(consumer: AIOKafkaConsumer, tp: TopicPartition, tries
 
 
 async def fetch_cost(bootstrap: str) -> None:
-    await devservices.create_topics(bootstrap, {"bench-broker-log": 1})
+    await dev.create_topics(bootstrap, {"bench-broker-log": 1})
     tp = TopicPartition("bench-broker-log", 0)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=0)
     held = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=500)
@@ -78,7 +78,7 @@ async def fetch_cost(bootstrap: str) -> None:
 
 
 async def held_fetch(bootstrap: str) -> None:
-    await devservices.create_topics(bootstrap, {"bench-broker-wait": 1})
+    await dev.create_topics(bootstrap, {"bench-broker-wait": 1})
     tp = TopicPartition("bench-broker-wait", 0)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=0)
     await producer.start()
@@ -99,7 +99,7 @@ async def held_fetch(bootstrap: str) -> None:
 
 
 async def main() -> None:
-    broker = devservices.broker_from_env_or_start()
+    broker = dev.broker_from_env_or_start()
     try:
         await held_fetch(broker.bootstrap_servers)
         await fetch_cost(broker.bootstrap_servers)

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import asyncpg
 
-from bench.pipeline import _env, _fresh_db, _worker
-from tests.integration.test_import_cli import import_rows, write_csv
-from worker import devservices
+from bench.common import fresh_db, start_worker, worker_env
+from worker import dev
+from worker.dev.streams import import_rows, write_csv
 
 COUNT = int(os.environ.get("BENCH_IMPORTS", "1000000"))
 BATCH = int(os.environ.get("BENCH_BATCH", "5000"))
@@ -64,7 +64,7 @@ def _systems(rows: list[dict]) -> str:
 
 
 async def database_mode(pg, path: Path, rows: list[dict]) -> str:
-    url = await _fresh_db(pg, "bench_imports")
+    url = await fresh_db(pg, "bench_imports")
     elapsed, summary = _import(path, "--database-url", url, "--batch-size", str(BATCH))
     counts = await _counts(url)
     assert counts == {"ratings": COUNT, "rating_changes": COUNT, "outbox": COUNT, "processed_messages": COUNT}, counts
@@ -82,10 +82,10 @@ async def database_mode(pg, path: Path, rows: list[dict]) -> str:
 async def relay(broker, url: str, log: Path) -> None:
     """A worker started on the imported database publishes the outbox (its relay, at start-up: every row)."""
     tag = "imports_relay"
-    await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 1, f"out-{tag}": 3, f"dlq-{tag}": 1})
+    await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 1, f"out-{tag}": 3, f"dlq-{tag}": 1})
     conn = await asyncpg.connect(url)
     started = time.perf_counter()
-    worker = _worker(_env(url, broker.bootstrap_servers, tag), log)
+    worker = start_worker(worker_env(url, broker.bootstrap_servers, tag), log)
     try:
         while await conn.fetchval("SELECT count(*) FROM outbox"):
             if worker.poll() is not None:
@@ -102,9 +102,9 @@ async def relay(broker, url: str, log: Path) -> None:
 
 async def broker_mode(pg, broker, path: Path, log: Path) -> None:
     tag = "imports"
-    url = await _fresh_db(pg, f"bench_{tag}_broker")
-    await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
-    worker = _worker(_env(url, broker.bootstrap_servers, tag, batch_size=BATCH), log)
+    url = await fresh_db(pg, f"bench_{tag}_broker")
+    await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
+    worker = start_worker(worker_env(url, broker.bootstrap_servers, tag, batch_size=BATCH), log)
     conn = await asyncpg.connect(url)
     try:
         started = time.perf_counter()
@@ -138,8 +138,8 @@ async def broker_mode(pg, broker, path: Path, log: Path) -> None:
 
 async def main() -> None:
     # Durable commits, as in production (the test server has fsync off).
-    pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
-          else devservices.start_postgres(settings={"fsync": "on", "full_page_writes": "on",
+    pg = (dev.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
+          else dev.start_postgres(settings={"fsync": "on", "full_page_writes": "on",
                                                     "synchronous_commit": "on"}))
     tmp = Path(tempfile.mkdtemp(prefix="rw-bench-imports-"))
     path = tmp / "ratings.csv"
@@ -152,7 +152,7 @@ async def main() -> None:
               f"{time.perf_counter() - generated:.1f} s (not timed)", flush=True)
         url = await database_mode(pg, path, rows)
         if os.environ.get("BENCH_IMPORTS_RELAY") or os.environ.get("BENCH_IMPORTS_BROKER"):
-            broker = devservices.broker_from_env_or_start()
+            broker = dev.broker_from_env_or_start()
         if os.environ.get("BENCH_IMPORTS_RELAY"):
             await relay(broker, url, tmp / "worker.log")
         if os.environ.get("BENCH_IMPORTS_BROKER"):

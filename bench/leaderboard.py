@@ -14,14 +14,14 @@ import time
 
 import asyncpg
 
-from worker import devservices
+from worker import dev
 from worker.store.migrate import migrate
 from worker.store.queries import QUERIES
 
 
 async def run() -> None:
     players = int(os.environ.get("BENCH_LEADERBOARD_PLAYERS", "1000000"))
-    with devservices.postgres_from_env_or_start() as pg:
+    with dev.postgres_from_env_or_start() as pg:
         admin = await asyncpg.connect(pg.url)
         name = f"bench_leaderboard_{os.getpid()}"
         await admin.execute(f'CREATE DATABASE "{name}"')

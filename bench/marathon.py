@@ -10,21 +10,20 @@ from datetime import UTC, datetime
 import asyncpg
 import orjson
 
-from bench.pipeline import _env, _fresh_db, _produce, _worker
-from tests.integration.harness import produce
-from tests.streams import games, turbo_event
-from worker import devservices
+from bench.common import fresh_db, produce, produce_any, start_worker, worker_env
+from worker import dev
+from worker.dev.streams import games, turbo_event
 
 
 async def marathon(pg, broker, log, players: int = 500) -> None:
     tag = "marathon"
-    url = await _fresh_db(pg, f"bench_{tag}")
-    await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 1, f"out-{tag}": 3, f"dlq-{tag}": 1})
-    proc = _worker(_env(url, broker.bootstrap_servers, tag), log)
+    url = await fresh_db(pg, f"bench_{tag}")
+    await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 1, f"out-{tag}": 3, f"dlq-{tag}": 1})
+    proc = start_worker(worker_env(url, broker.bootstrap_servers, tag), log)
     conn = await asyncpg.connect(url)
     try:
         warm = games(1, 2, seed=1, source="/warm")
-        await _produce(broker.bootstrap_servers, f"in-{tag}", warm)
+        await produce(broker.bootstrap_servers, f"in-{tag}", warm)
         while await conn.fetchval("SELECT count(*) FROM processed_messages") < 1:
             await asyncio.sleep(0.05)
         at = datetime(2026, 11, 29, 20, tzinfo=UTC)
@@ -32,7 +31,7 @@ async def marathon(pg, broker, log, players: int = 500) -> None:
         event = orjson.dumps(turbo_event(1, entries, at, fmt="weekly_marathon"))
         behind = games(2000, 4000, seed=9, source="/behind")  # a batch of games for other players
         start = time.perf_counter()
-        await produce(broker.bootstrap_servers, f"in-{tag}", [event] + behind)
+        await produce_any(broker.bootstrap_servers, f"in-{tag}", [event] + behind)
         done_event = done_games = None
         while done_games is None:
             now = time.perf_counter()

@@ -13,19 +13,24 @@ import asyncio
 import os
 import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import asyncpg
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from tests.streams import games, player_of
-from worker import devservices
-from worker.store.migrate import migrate
+from bench.common import (
+    PEAK_RSS_MIB,
+    PG_SETTINGS,
+    fresh_db,
+    produce_any,
+    start_worker,
+    until_processed,
+    worker_env,
+)
+from worker import dev
+from worker.dev.streams import games, player_of
 
 GAMES = int(os.environ.get("BENCH_GAMES", "100000"))  # 20 batches of 5,000: fewer time too little
 PLAYERS = int(os.environ.get("BENCH_PLAYERS", "2000"))
@@ -37,59 +42,6 @@ LATENCY_LINGER_MS = int(os.environ.get("BENCH_LINGER_MS", "5"))
 # in it (docs/operations.md, "The embedded broker"; ./dev bench broker).
 LATENCY_FETCH_WAIT_MS = int(os.environ.get("BENCH_FETCH_MAX_WAIT_MS", "100"))
 
-# The benchmarks' PostgreSQL: durable commits as in production (the test server runs without fsync),
-# with the usual production sizing of a dedicated server (docs/deploy.md): a buffer cache that holds
-# the working set, compressed full-page images and checkpoints spaced by WAL volume. Without the last
-# two, every first write to a page after a checkpoint logs the whole 8 kB page, and with a million
-# players nearly every row a game touches is on such a page.
-PG_SETTINGS = {
-    "fsync": "on", "full_page_writes": "on", "synchronous_commit": "on",
-    "shared_buffers": os.environ.get("BENCH_PG_SHARED_BUFFERS", "1GB"),
-    "wal_compression": "on", "max_wal_size": "4GB", "checkpoint_timeout": "15min",
-}
-
-
-def _worker(env: dict, log: Path) -> subprocess.Popen:
-    profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
-    return subprocess.Popen([sys.executable, *profile, "-m", "worker", "run"], env={**os.environ, **env},
-                            stdout=open(log, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
-
-
-async def _fresh_db(pg, name: str) -> str:
-    conn = await asyncpg.connect(pg.url)
-    await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-    await conn.execute(f'CREATE DATABASE "{name}"')
-    await conn.close()
-    url = pg.url.rsplit("/", 1)[0] + "/" + name
-    await migrate(url)
-    return url
-
-
-async def _produce(bootstrap: str, topic: str, values) -> None:
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=10,
-                         max_batch_size=1_048_576)
-    await p.start()
-    futures = [await p.send(topic, v, key=player_of(v)) for v in values]
-    await asyncio.gather(*futures)
-    await p.stop()
-
-
-async def _produce_any(bootstrap: str, topic: str, values) -> None:
-    """Produce without keys (the worker does not rely on them)."""
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=10,
-                         max_batch_size=1_048_576)
-    await p.start()
-    futures = [await p.send(topic, v) for v in values]
-    await asyncio.gather(*futures)
-    await p.stop()
-
-
-def _env(url: str, bootstrap: str, tag: str, **extra) -> dict:
-    env = {"DATABASE_URL": url, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_INPUT_TOPICS": f"in-{tag}",
-           "KAFKA_OUTPUT_TOPIC": f"out-{tag}", "KAFKA_DLQ_TOPIC": f"dlq-{tag}", "KAFKA_GROUP_ID": f"g-{tag}",
-           "METRICS_PORT": "0", "LOG_LEVEL": "WARNING"}
-    env.update({k.upper(): str(v) for k, v in extra.items()})
-    return env
 
 
 async def throughput(pg, broker, log: Path, batch_size: int = 1000, values: list[bytes] | None = None,
@@ -98,13 +50,13 @@ async def throughput(pg, broker, log: Path, batch_size: int = 1000, values: list
 
     `url`: a database already prepared (default: a fresh one); `settings`: more worker settings."""
     tag = tag or f"tp{batch_size}"
-    url = url or await _fresh_db(pg, f"bench_{tag}")
-    await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
+    url = url or await fresh_db(pg, f"bench_{tag}")
+    await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
     values = values if values is not None else games(GAMES, PLAYERS, seed=3)
     total = len(values)
-    await _produce_any(broker.bootstrap_servers, f"in-{tag}", values)
+    await produce_any(broker.bootstrap_servers, f"in-{tag}", values)
     spawned = time.perf_counter()
-    proc = _worker(_env(url, broker.bootstrap_servers, tag, batch_size=batch_size, **settings), log)
+    proc = start_worker(worker_env(url, broker.bootstrap_servers, tag, batch_size=batch_size, **settings), log)
     try:
         return await until_processed(url, total, [proc], "throughput", spawned, log)
     finally:
@@ -112,52 +64,13 @@ async def throughput(pg, broker, log: Path, batch_size: int = 1000, values: list
         proc.wait(60)
 
 
-#: the largest RSS (MiB) of the worker processes during the last `until_processed`
-PEAK_RSS_MIB: list[float] = [0.0]
-
-
-def rss_mib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
-    except (OSError, StopIteration):
-        return 0.0
-
-
-async def until_processed(url: str, total: int, procs, label: str, spawned: float, log: Path) -> float:
-    """Wait until `total` messages are processed, printing progress; messages/s from the first batch's
-    commit to the last (start-up excluded), or since `spawned` when everything came in one batch. The
-    workers' largest RSS on the way goes to PEAK_RSS_MIB."""
-    conn = await asyncpg.connect(url)
-    first = n_first = None
-    last_print = 0.0
-    PEAK_RSS_MIB[0] = 0.0
-    try:
-        while True:
-            n = await conn.fetchval("SELECT count(*) FROM processed_messages")
-            PEAK_RSS_MIB[0] = max(PEAK_RSS_MIB[0], max(rss_mib(p.pid) for p in procs))
-            now = time.perf_counter()
-            if n and first is None:
-                first, n_first = now, n
-            if now - last_print > 2:
-                print(f"  {label}: {n}/{total} processed", flush=True)
-                last_print = now
-            if n >= total:
-                return (total - n_first) / (now - first) if n_first < total else total / (now - spawned)
-            if any(p.poll() is not None for p in procs):
-                raise RuntimeError(f"a worker exited, see {log}")
-            await asyncio.sleep(0.05)
-    finally:
-        await conn.close()
-
-
 async def latency(pg, broker, log: Path, rate: int = LATENCY_RATE, seconds: int = LATENCY_SECONDS,
                   ) -> tuple[float, float, int]:
     """(p50 ms, p99 ms, games) from each game's send at `rate` games/s to its first rating.changed."""
     tag = f"lat{rate}"
-    url = await _fresh_db(pg, f"bench_{tag}")
-    await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
-    proc = _worker(_env(url, broker.bootstrap_servers, tag, kafka_fetch_max_wait_ms=LATENCY_FETCH_WAIT_MS), log)
+    url = await fresh_db(pg, f"bench_{tag}")
+    await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
+    proc = start_worker(worker_env(url, broker.bootstrap_servers, tag, kafka_fetch_max_wait_ms=LATENCY_FETCH_WAIT_MS), log)
     consumer = AIOKafkaConsumer(f"out-{tag}", bootstrap_servers=broker.bootstrap_servers, group_id=None,
                                 auto_offset_reset="latest", fetch_max_wait_ms=10)
     await consumer.start()
@@ -219,9 +132,9 @@ def _print_timeline(sent: dict[str, float], seen: dict[str, float], start: float
 
 async def main(what: str) -> None:
     # Durable commits, as in production: fsync and synchronous_commit on (the test server has fsync off).
-    pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
-          else devservices.start_postgres(settings=PG_SETTINGS))
-    broker = devservices.broker_from_env_or_start()
+    pg = (dev.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
+          else dev.start_postgres(settings=PG_SETTINGS))
+    broker = dev.broker_from_env_or_start()
     log = Path(tempfile.mkdtemp(prefix="rw-bench-")) / "worker.log"
     try:
         if what in ("throughput", "pipeline", "all"):
@@ -230,14 +143,14 @@ async def main(what: str) -> None:
                   f"{GAMES} games among {PLAYERS} players, 3 partitions, batch {os.environ.get('BENCH_BATCH', '5000')}; "
                   f"worker RSS at most {PEAK_RSS_MIB[0]:.0f} MiB")
         if what in ("puzzles", "all"):
-            from tests.streams import puzzle_attempts
+            from worker.dev.streams import puzzle_attempts
 
             attempts = puzzle_attempts(GAMES, PLAYERS, seed=5)
             rate = await throughput(pg, broker, log, values=attempts, tag="kite")
             print(f"pipeline: {rate:,.0f} ChessKite puzzle attempts/s end to end (about half challenge cards, "
                   f"rated), {GAMES} attempts by {PLAYERS} players")
         if what in ("chesstempo", "all"):
-            from tests.streams import chesstempo_attempts
+            from worker.dev.streams import chesstempo_attempts
 
             n = int(os.environ.get("BENCH_ATTEMPTS", "10000"))
             for problems in (10, n):

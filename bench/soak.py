@@ -24,7 +24,7 @@ Settings (environment): BENCH_SOAK_SECONDS (600: how long games are sent), BENCH
 BENCH_SOAK_PLAYERS (2000), BENCH_SOAK_FAULT_EVERY_S (60), BENCH_SOAK_FAULTS ("cut,cut,kill"),
 BENCH_SOAK_CUT_S (5), BENCH_SOAK_BATCH (1000: the worker's BATCH_SIZE). DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS
 use running services instead of the embedded ones (PostgreSQL as for the other benchmarks: durable
-commits, production sizing; bench/pipeline.py PG_SETTINGS).
+commits, production sizing; bench/common.py PG_SETTINGS).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ import asyncpg
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from bench.pipeline import PG_SETTINGS, rss_mib
-from tests.proxy import TcpProxy
-from tests.streams import games, player_of
-from worker import devservices
+from bench.common import PG_SETTINGS, rss_mib
+from worker import dev
+from worker.dev.proxy import TcpProxy
+from worker.dev.streams import games, player_of
 from worker.store.migrate import migrate
 
 SECONDS = float(os.environ.get("BENCH_SOAK_SECONDS", "600"))
@@ -120,7 +120,7 @@ class Worker:
         return await asyncio.to_thread(self.proc.wait, 60)
 
 
-async def _fresh_db(pg, name: str) -> str:
+async def fresh_db(pg, name: str) -> str:
     conn = await asyncpg.connect(pg.url)
     await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
     await conn.execute(f'CREATE DATABASE "{name}"')
@@ -250,9 +250,9 @@ async def consistency(url: str, values: list[bytes], published: set[str]) -> lis
 
 
 async def soak() -> int:
-    pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
-          else devservices.start_postgres(settings=PG_SETTINGS))
-    broker = devservices.broker_from_env_or_start()
+    pg = (dev.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
+          else dev.start_postgres(settings=PG_SETTINGS))
+    broker = dev.broker_from_env_or_start()
     log = Path(tempfile.mkdtemp(prefix="rw-soak-")) / "worker.log"
     try:
         return await _soak(pg, broker, log)
@@ -262,14 +262,14 @@ async def soak() -> int:
 
 
 async def _soak(pg, broker, log: Path) -> int:  # noqa: C901 - one scenario, told in order
-    url = await _fresh_db(pg, f"bench_{TAG}")
+    url = await fresh_db(pg, f"bench_{TAG}")
     host_port = url.split("@", 1)[1].split("/", 1)[0]
     host, port = host_port.rsplit(":", 1)
     proxy = ThreadedProxy(host, int(port))
     bootstrap = broker.bootstrap_servers
     topics = {f"in-{TAG}": 3, f"out-{TAG}": 3, f"dlq-{TAG}": 1}
-    await devservices.create_topics(bootstrap, topics)
-    metrics_port = devservices.free_port()  # the same after each restart
+    await dev.create_topics(bootstrap, topics)
+    metrics_port = dev.free_port()  # the same after each restart
     env = {"DATABASE_URL": url.replace(host_port, proxy.address), "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
            "KAFKA_INPUT_TOPICS": f"in-{TAG}", "KAFKA_OUTPUT_TOPIC": f"out-{TAG}", "KAFKA_DLQ_TOPIC": f"dlq-{TAG}",
            "KAFKA_GROUP_ID": f"g-{TAG}", "METRICS_PORT": str(metrics_port), "METRICS_HOST": "127.0.0.1", "LOG_LEVEL": "WARNING", "BATCH_SIZE": str(BATCH),

@@ -8,7 +8,7 @@ playing players go through the worker's own engine and PostgreSQL store, one aft
 locks, dedupe, the plan's check, the writes, commit). It prints, per batch, the time of each store call
 as the worker sees it (round trip included) and, from pg_stat_statements, the server's own time, buffer
 hits and WAL of each statement. PostgreSQL is configured as for the other benchmarks (durable commits,
-bench/pipeline.py PG_SETTINGS).
+bench/common.py PG_SETTINGS).
 
 What it is for: the difference between two cases is the price of the rows that differ (with 1,000,000
 players playing, a 5,000-game batch touches ~10,000 distinct ratings instead of at most 1,000).
@@ -22,11 +22,10 @@ import time
 
 import asyncpg
 
-from bench.pipeline import PG_SETTINGS, _fresh_db
-from bench.suite import _prefill
-from tests.streams import games
-from worker import devservices
+from bench.common import PG_SETTINGS, fresh_db, prefill
+from worker import dev
 from worker.contract.decode import decode
+from worker.dev.streams import games
 from worker.engine import apply_batch, plan_batch
 from worker.store import postgres as pg_store
 from worker.store.postgres import PostgresStore
@@ -51,9 +50,9 @@ def _timed(name: str, call):
 
 
 async def _case(pg, stored: int, playing: int) -> None:
-    url = await _fresh_db(pg, f"bench_stages_{stored}_{playing}")
+    url = await fresh_db(pg, f"bench_stages_{stored}_{playing}")
     started = time.perf_counter()
-    await _prefill(url, stored)
+    await prefill(url, stored)
     print(f"  stages: {stored:,} players written in {time.perf_counter() - started:.0f} s", flush=True)
     conn = await asyncpg.connect(url)
     await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
@@ -96,8 +95,8 @@ async def main() -> None:
     for name in STORE_CALLS:
         setattr(pg_store.PostgresTx, name, _timed(name, getattr(pg_store.PostgresTx, name)))
     settings = {**PG_SETTINGS, "shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
-    pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
-          else devservices.start_postgres(settings=settings))
+    pg = (dev.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
+          else dev.start_postgres(settings=settings))
     try:
         for stored, playing in CASES:
             await _case(pg, stored, playing)

@@ -24,24 +24,19 @@ import signal
 import time
 from pathlib import Path
 
-import asyncpg
-
-from bench.pipeline import (
-    GAMES,
-    LATENCY_FETCH_WAIT_MS,
+from bench.common import (
     PEAK_RSS_MIB,
     PG_SETTINGS,
-    PLAYERS,
-    _env,
-    _fresh_db,
-    _produce_any,
-    _worker,
-    latency,
-    throughput,
+    fresh_db,
+    prefill,
+    produce_any,
+    start_worker,
     until_processed,
+    worker_env,
 )
-from tests.streams import chesstempo_attempts, games, puzzle_attempts, turbo_events, uscf_events
-from worker import devservices
+from bench.pipeline import GAMES, LATENCY_FETCH_WAIT_MS, PLAYERS, latency, throughput
+from worker import dev
+from worker.dev.streams import chesstempo_attempts, games, puzzle_attempts, turbo_events, uscf_events
 
 #: (figure, result) rows for the table at the end of `suite`
 TABLE: list[tuple[str, str]] = []
@@ -75,24 +70,6 @@ async def latency_at_rate(pg, broker, log: Path) -> None:
          f"p50 {p50:.0f} ms, p99 {p99:.0f} ms")
 
 
-async def _prefill(url: str, players: int) -> None:
-    """`players` players with a CSR blitz rating each, named as tests.streams.games names them."""
-    conn = await asyncpg.connect(url)
-    try:
-        name = "'p' || CASE WHEN g < 1000 THEN lpad(g::text, 3, '0') ELSE g::text END"
-        await conn.execute(f"""
-            INSERT INTO players (player_id) SELECT {name} FROM generate_series(0, {players - 1}) AS g;
-            INSERT INTO ratings (player_id, system, category, rating, rd, volatility, games, last_at, version)
-            SELECT {name}, 'csr', 'blitz', 1200 + (g::int8 * 7919 % 1000), 60 + g % 200, 0.06, 30,
-                   extract(epoch FROM timestamptz '2025-12-01'), 30
-            FROM generate_series(0, {players - 1}) AS g;
-        """)
-        for table in ("players", "ratings"):
-            await conn.execute(f"VACUUM ANALYZE {table}")
-    finally:
-        await conn.close()
-
-
 async def scale(pg, broker, log: Path) -> None:
     """Three runs: 1,000 players (all playing), 1,000,000 players of whom the same 1,000 play (the size
     of the tables alone), and 1,000,000 players all playing (a 5,000-game batch then writes ~10,000
@@ -101,9 +78,9 @@ async def scale(pg, broker, log: Path) -> None:
     results, rss = {}, {}
     for stored, playing in ((1000, 1000), (big, 1000), (big, big)):
         tag = f"scale{stored}-{playing}"
-        url = await _fresh_db(pg, f"bench_{tag}")
+        url = await fresh_db(pg, f"bench_{tag}")
         started = time.perf_counter()
-        await _prefill(url, stored)
+        await prefill(url, stored)
         print(f"  scale: {stored:,} players written in {time.perf_counter() - started:.0f} s", flush=True)
         values = games(GAMES, playing, seed=22, speeds=False)  # blitz only: every game reads stored ratings
         results[stored, playing] = rate = await throughput(pg, broker, log, batch_size=5000, values=values, tag=tag,
@@ -155,13 +132,13 @@ async def horizontal(pg, broker, log: Path) -> None:
     values = games(GAMES, PLAYERS, seed=29)
     for workers in (1, 2, 4):
         tag = f"horizontal{workers}"
-        url = await _fresh_db(pg, f"bench_{tag}")
-        await devservices.create_topics(broker.bootstrap_servers, {f"in-{tag}": 6, f"out-{tag}": 6, f"dlq-{tag}": 1})
-        await _produce_any(broker.bootstrap_servers, f"in-{tag}", values)
-        env = _env(url, broker.bootstrap_servers, tag, batch_size=5000, db_pool_size=5, max_inflight_batches=3,
+        url = await fresh_db(pg, f"bench_{tag}")
+        await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 6, f"out-{tag}": 6, f"dlq-{tag}": 1})
+        await produce_any(broker.bootstrap_servers, f"in-{tag}", values)
+        env = worker_env(url, broker.bootstrap_servers, tag, batch_size=5000, db_pool_size=5, max_inflight_batches=3,
                    kafka_session_timeout_ms=6000, kafka_heartbeat_interval_ms=500)
         spawned = time.perf_counter()
-        procs = [_worker(env, log) for _ in range(workers)]
+        procs = [start_worker(env, log) for _ in range(workers)]
         try:
             rate = await until_processed(url, len(values), procs, f"horizontal {workers}", spawned, log)
         finally:
@@ -174,9 +151,9 @@ async def horizontal(pg, broker, log: Path) -> None:
 
 
 async def main(what: str) -> None:
-    pg = (devservices.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
-          else devservices.start_postgres(settings=PG_SETTINGS))
-    broker = devservices.broker_from_env_or_start()
+    pg = (dev.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
+          else dev.start_postgres(settings=PG_SETTINGS))
+    broker = dev.broker_from_env_or_start()
     log = Path(os.environ.get("BENCH_LOG", "/tmp/rw-bench-worker.log"))
     print(f"worker logs: {log}", flush=True)
     try:

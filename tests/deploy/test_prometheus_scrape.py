@@ -29,7 +29,7 @@ from tests.deploy.promql import exported_series
 from tests.deploy.test_dockerfile import healthcheck_command
 from tests.deploy.test_metrics_used import dashboard_queries
 from tests.integration.harness import WorkerProcess, produce, wait_processed, worker_env
-from tests.streams import games, player_of
+from worker.dev.streams import games, player_of
 
 pytestmark = [
     pytest.mark.integration,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.harness import Workers
-from worker import devservices
+from worker import dev
 
 
 @pytest.fixture
 async def own_broker():
     """A broker of this test's own (it is paused, stopped or emptied)."""
-    broker = devservices.start_broker()
+    broker = dev.start_broker()
     yield broker
     broker.stop()
 

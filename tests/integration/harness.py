@@ -1,6 +1,6 @@
 """Real PostgreSQL and a real Kafka-protocol broker for the integration tests.
 
-Both come from `worker.devservices` (embedded wheels) unless DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS
+Both come from `worker.dev` (embedded wheels) unless DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS
 point at running ones. Each test gets its own database (a copy of a migrated template) and its own
 topics, so tests never see each other's data.
 """
@@ -24,10 +24,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from worker import devservices
+from worker import dev
 from worker.config import load as load_config
+from worker.dev.broker import produce  # noqa: F401 - the tests' producer, shared with bench/
 from worker.store.migrate import migrate
 
 _counter = itertools.count()
@@ -40,14 +41,14 @@ def _with_database(url: str, database: str) -> str:
 
 @pytest.fixture(scope="session")
 def postgres():
-    pg = devservices.postgres_from_env_or_start()
+    pg = dev.postgres_from_env_or_start()
     yield pg
     pg.stop()
 
 
 @pytest.fixture(scope="session")
 def broker():
-    b = devservices.broker_from_env_or_start()
+    b = dev.broker_from_env_or_start()
     yield b
     b.stop()
 
@@ -92,7 +93,7 @@ class Topics:
 async def make_topics(broker, partitions: int = 1) -> Topics:
     tag = uuid.uuid4().hex[:8]
     t = Topics(f"games-{tag}", f"changed-{tag}", f"dlq-{tag}", f"group-{tag}")
-    await devservices.create_topics(broker.bootstrap_servers, {t.input: partitions, t.output: 3, t.dlq: 1})
+    await dev.create_topics(broker.bootstrap_servers, {t.input: partitions, t.output: 3, t.dlq: 1})
     return t
 
 
@@ -143,18 +144,6 @@ class WorkerProcess:
             return self.proc.wait(timeout)
         finally:
             self.log.close()
-
-
-async def produce(bootstrap: str, topic: str, values, key_of=None, partition: int | None = None) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=5,
-                                max_batch_size=1_048_576)
-    await producer.start()
-    try:
-        futures = [await producer.send(topic, value=v, key=key_of(v) if key_of else None, partition=partition)
-                   for v in values]
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
 
 
 async def read_topic(bootstrap: str, topic: str, at_least: int, timeout: float = 60.0) -> list:

@@ -10,8 +10,8 @@ import pytest
 
 from tests.integration.harness import make_topics, produce, read_topic, wait_processed, worker_config
 from tests.integration.test_worker_end_to_end import running_worker
-from tests.streams import chesstempo_attempts
-from worker.replay import replay
+from worker.commands.replay import replay
+from worker.dev.streams import chesstempo_attempts
 
 
 async def test_mixed_standard_and_blitz_attempts_equal_replay(database_url, broker):

@@ -17,8 +17,8 @@ import pytest
 
 from tests.integration.harness import Workers, make_topics, produce, wait_processed, worker_env
 from tests.integration.test_faults import assert_invariants, database_proxy, history_ids, published_ids
-from tests.streams import games, player_of
-from worker import devservices
+from worker import dev
+from worker.dev.streams import games, player_of
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,7 @@ def assert_clean_log(text: str) -> list[dict]:
 
 async def test_sigterm_while_the_database_is_unreachable_at_start_up(broker, workers):
     topics = await make_topics(broker)
-    closed_port = devservices.free_port()
+    closed_port = dev.free_port()
     env = worker_env(f"postgresql://postgres@127.0.0.1:{closed_port}/ratings", broker, topics)
     w = workers.start(env, "no-database")
     await wait_for_line(workers, "no-database", "database not reachable, retrying")
@@ -78,7 +78,7 @@ async def test_sigterm_while_the_database_is_unreachable_at_start_up(broker, wor
 async def test_sigterm_while_the_broker_is_unreachable_at_start_up(database_url, broker, workers):
     topics = await make_topics(broker)
     env = worker_env(database_url, broker, topics)
-    env["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{devservices.free_port()}"
+    env["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{dev.free_port()}"
     w = workers.start(env, "no-broker")
     await wait_for_line(workers, "no-broker", "failed, retrying")
     await stopped_within(workers, w, CLOSE_BOUND_S)

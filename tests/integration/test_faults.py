@@ -50,14 +50,14 @@ from tests.integration.harness import (
     worker_env,
 )
 from tests.integration.test_worker_end_to_end import running_worker, stored_ratings
-from tests.proxy import PG_COMMIT, TcpProxy
-from tests.streams import games, player_of
-from worker import devservices
+from worker import dev
+from worker.commands.replay import replay
+from worker.commands.run import WATCHDOG_EXIT_CODE
 from worker.config import ConfigError
 from worker.config import load as load_config
+from worker.dev.proxy import PG_COMMIT, TcpProxy
+from worker.dev.streams import games, player_of
 from worker.observability import Metrics
-from worker.replay import replay
-from worker.service import WATCHDOG_EXIT_CODE
 
 BROKER_PAUSE_S = float(os.environ.get("FAULTS_BROKER_PAUSE_S", "60"))
 # How long /readyz may take to notice the broker gone: the probe runs every 5 s and waits 5 s for an
@@ -170,9 +170,9 @@ async def database_proxy(database_url: str):
         await proxy.stop()
 
 
-class _AdvertisedBroker(devservices.EmbeddedBroker):
+class _AdvertisedBroker(dev.EmbeddedBroker):
     """A memory-only Tansu broker that advertises another address (our proxy) in its metadata, so that
-    every client connection, not only the bootstrap one, goes through the proxy. (devservices.start_broker
+    every client connection, not only the bootstrap one, goes through the proxy. (dev.start_broker
     advertises the listener itself; the command is EmbeddedBroker._spawn's with that one flag changed.)"""
 
     def __init__(self, advertised_port: int, **kwargs) -> None:
@@ -180,15 +180,15 @@ class _AdvertisedBroker(devservices.EmbeddedBroker):
         self.advertised = f"tcp://127.0.0.1:{advertised_port}"
 
     def _spawn(self, timeout: float) -> None:
-        cmd = [devservices.tansu_binary(), "broker", "--listener-url", f"tcp://{self.host}:{self.port}",
+        cmd = [dev.tansu_binary(), "broker", "--listener-url", f"tcp://{self.host}:{self.port}",
                "--advertised-listener-url", self.advertised, "--storage-engine", "memory://tansu/",
                "--cluster-id", "rating-faults"]
         drop = {"CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "SCHEMA_REGISTRY",
                 "OTEL_EXPORTER_OTLP_ENDPOINT"}
         env = {k: v for k, v in os.environ.items() if k not in drop} | {"NO_COLOR": "1"}
-        self._proc = devservices._spawn_child(cmd, self.log_path, env, self.base_dir)
-        with devservices._live_lock:
-            devservices._live.add(self)  # stopped at exit, whatever happens to the test
+        self._proc = dev.processes.spawn_child(cmd, self.log_path, env, self.base_dir)
+        with dev.processes.live_lock:
+            dev.processes.live.add(self)  # stopped at exit, whatever happens to the test
         self._stopped = False
         self._wait_ready(timeout)
 
@@ -197,9 +197,9 @@ class _AdvertisedBroker(devservices.EmbeddedBroker):
 async def proxied_broker():
     """A broker of its own whose every client connection goes through a TcpProxy: (proxy, broker), where
     `proxy.address` is the bootstrap address to give clients."""
-    port = devservices.free_port()
+    port = dev.free_port()
     proxy = await TcpProxy("127.0.0.1", port).start()
-    base = Path(devservices._new_base_dir("kafka-proxied"))
+    base = Path(dev.processes.new_base_dir("kafka-proxied"))
     broker = _AdvertisedBroker(proxy.port, base_dir=base, port=port, keep=False)
     try:
         # From a thread: its readiness probe goes through the proxy, which runs on this event loop.
@@ -259,7 +259,7 @@ async def test_database_cut_for_30s_mid_batch(database_url, broker, topics):
     refuses every connection for 30 s: the batch is rolled back by the server, /readyz answers 503,
     and after the cut the batches are redone behind each other, once."""
     values = games(2000, players=60, seed=91)
-    metrics_port = devservices.free_port()
+    metrics_port = dev.free_port()
     metrics = Metrics()
     async with database_proxy(database_url) as (proxy, proxied):
         cfg = worker_config(proxied, broker, topics, batch_size=100, retry_backoff_max_s=1,
@@ -345,7 +345,7 @@ async def test_broker_cut_for_30s_through_a_proxy(database_url):
     (the broker probe, well before a publish gives up); afterwards the worker carries on, /readyz is 200
     again, and everything committed is published once the broker is back."""
     values = games(4000, players=60, seed=94)
-    metrics_port = devservices.free_port()
+    metrics_port = dev.free_port()
     metrics = Metrics()
     async with proxied_broker() as (proxy, broker):
         bootstrap = proxy.address
@@ -379,7 +379,7 @@ async def test_readyz_follows_the_broker_of_an_idle_worker(database_url):
     """A worker with nothing to do sends the broker no request that could fail, only fetches that aiokafka
     keeps to itself: the broker probe is what turns /readyz to 503 during a cut, and back to 200 after."""
     values = games(200, players=20, seed=90)
-    metrics_port = devservices.free_port()
+    metrics_port = dev.free_port()
     metrics = Metrics()
     async with proxied_broker() as (proxy, broker):
         bootstrap = proxy.address
@@ -417,7 +417,7 @@ async def test_broker_paused(database_url, own_broker, workers):
     topics = await make_topics(own_broker, partitions=3)
     values = games(4000, players=60, seed=95)
     await produce(own_broker.bootstrap_servers, topics.input, values, key_of=player_of)
-    metrics_port = devservices.free_port()
+    metrics_port = dev.free_port()
     w = workers.start(worker_env(database_url, own_broker, topics, batch_size=100, retry_backoff_max_s=1,
                                  metrics_port=metrics_port, metrics_host="127.0.0.1"))
     assert await wait_processed(database_url, 400) >= 400
@@ -450,7 +450,7 @@ async def test_broker_restarted_empty(database_url, own_broker, workers):
     port = own_broker.port
     topics = await make_topics(own_broker, partitions=3)
     values = games(1200, players=50, seed=96)
-    metrics_port = devservices.free_port()
+    metrics_port = dev.free_port()
     env = worker_env(database_url, own_broker, topics, batch_size=100, retry_backoff_max_s=1,
                      metrics_port=metrics_port, metrics_host="127.0.0.1")
     w = workers.start(env)
@@ -460,9 +460,9 @@ async def test_broker_restarted_empty(database_url, own_broker, workers):
     offsets = await wait_committed(own_broker.bootstrap_servers, topics, 3, total=600)
     assert all(offsets.values()), f"a partition without a committed offset: {offsets}"
     own_broker.stop()
-    second = devservices.start_broker(port)
+    second = dev.start_broker(port)
     try:
-        await devservices.create_topics(second.bootstrap_servers, {topics.input: 3, topics.output: 3, topics.dlq: 1})
+        await dev.create_topics(second.bootstrap_servers, {topics.input: 3, topics.output: 3, topics.dlq: 1})
         await wait_for_group_member(second.bootstrap_servers, topics.group)
         conn = await asyncpg.connect(database_url)
         try:

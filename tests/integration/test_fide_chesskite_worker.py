@@ -11,9 +11,9 @@ import pytest
 
 from tests.integration.harness import produce, read_topic, wait_processed, worker_config
 from tests.integration.test_worker_end_to_end import running_worker, stored_ratings
-from tests.streams import fide_events, puzzle_attempts
+from worker.commands.replay import replay
+from worker.dev.streams import fide_events, puzzle_attempts
 from worker.ratings.state import RatingState, StateKey
-from worker.replay import replay
 from worker.store.memory import MemoryStore
 from worker.store.postgres import history_payloads
 

@@ -39,8 +39,8 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from jsonschema import Draft202012Validator, FormatChecker
 
 from tests.integration.harness import Topics, committed_offsets, make_topics, new_database, worker_config
-from tests.streams import game_event, games, player_of
-from worker.service import run_service
+from worker.commands.run import run_service
+from worker.dev.streams import game_event, games, player_of
 
 pytestmark = pytest.mark.integration
 

@@ -31,9 +31,9 @@ from tests.integration.harness import (
     wait_processed,
     worker_env,
 )
-from tests.streams import games, player_of
-from worker import devservices
-from worker.service import WATCHDOG_EXIT_CODE
+from worker import dev
+from worker.commands.run import WATCHDOG_EXIT_CODE
+from worker.dev.streams import games, player_of
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +87,7 @@ async def test_a_foreign_member_offering_range_shares_the_group_and_hands_its_pa
     foreign = ForeignMember(broker.bootstrap_servers, topics.group, topics.input, "range")
     try:
         await until(lambda: bool(foreign.assigned), 30, "the foreign member's assignment")
-        port = devservices.free_port()
+        port = dev.free_port()
         w = workers.start(worker_env(database_url, broker, topics, metrics_port=port, metrics_host="127.0.0.1"))
         values = games(400, players=30, seed=41)
         await produce(broker.bootstrap_servers, topics.input, values, key_of=player_of)
@@ -119,7 +119,7 @@ async def test_a_group_the_worker_cannot_join_is_said_and_ends_in_an_exit_for_th
     foreign = ForeignMember(broker.bootstrap_servers, topics.group, topics.input, "cooperative-sticky")
     try:
         await until(lambda: bool(foreign.assigned), 30, "the foreign member's assignment")
-        port = devservices.free_port()
+        port = dev.free_port()
         env = worker_env(database_url, broker, topics, metrics_port=port, metrics_host="127.0.0.1",
                          watchdog_timeout_s=10, db_command_timeout_s=2)
         w = workers.start(env)

@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from tests.integration.harness import captured_logs, produce, read_topic, wait_processed, worker_config
+from worker.commands.run import run_service
 from worker.observability import Metrics
-from worker.service import run_service
 
 pytestmark = pytest.mark.integration
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import csv
 import io
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -26,10 +24,11 @@ from tests.integration.harness import (
     wait_processed,
     worker_env,
 )
+from worker.commands.importer import build_event
+from worker.commands.replay import replay
 from worker.contract.decode import decode
 from worker.contract.reasons import BadMessage
-from worker.importer import DATA_FIELDS, build_event
-from worker.replay import replay
+from worker.dev.streams import import_rows, write_csv, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -38,60 +37,6 @@ T0 = "2026-11-01T00:00:00Z"
 
 # ---------------------------------------------------------------------------------------------
 # Data: imported ratings of every system (also used by bench/imports.py)
-
-
-def import_rows(n: int, seed: int = 1, prefix: str = "imp") -> list[dict]:
-    """n rating.imported data objects, one per player, every system, optional fields sometimes left out."""
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        system = rng.choices(["csr", "fide", "uscf", "tsr", "chesskite"], [40, 25, 15, 10, 10])[0]
-        row: dict = {"player_id": f"{prefix}{i:07d}", "system": system, "imported_at": T0}
-        maybe = rng.random() < 0.7  # most lines have the optional fields, some take the start values
-        if system == "csr":
-            row["category"] = rng.choice(["bullet", "blitz", "rapid", "classical", "correspondence"])
-            row["rating"] = round(rng.uniform(700, 2700), 1)
-            if maybe:
-                row.update(rd=round(rng.uniform(45, 350), 1), volatility=round(rng.uniform(0.04, 0.09), 4),
-                           games=rng.randint(0, 3000), last_played_at="2026-10-28T18:30:00Z")
-                row["peak"] = round(row["rating"] + rng.uniform(0, 150), 1)
-        elif system == "tsr":
-            row.update(category="turbo", rating=round(rng.uniform(800, 2400), 1))
-            if maybe:
-                row.update(rd=round(rng.uniform(45, 350), 1), games=rng.randint(0, 500))
-        elif system == "fide":
-            row.update(category=rng.choice(["standard", "rapid", "blitz"]), rating=rng.randint(1400, 2800))
-            if maybe:
-                row.update(games=rng.randint(0, 900), peak=row["rating"] + rng.randint(0, 100),
-                           birth_year=rng.randint(1950, 2015))
-        elif system == "uscf":
-            row.update(category=rng.choice(["regular", "quick", "blitz"]), rating=rng.randint(100, 2700))
-            if maybe:
-                games = rng.randint(0, 400)
-                wins = rng.randint(0, games)
-                draws = rng.randint(0, games - wins)
-                row.update(games=games, wins=wins, draws=draws, losses=games - wins - draws,
-                           events=rng.randint(0, 60), peak=row["rating"] + rng.randint(0, 100))
-        else:
-            row.update(category="puzzle", rating=rng.randint(400, 2800))
-            if maybe:
-                row["games"] = rng.randint(0, 5000)
-        rows.append(row)
-    return rows
-
-
-def write_csv(path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(DATA_FIELDS)
-        for row in rows:
-            w.writerow(["" if row.get(f) is None else row[f] for f in DATA_FIELDS])
-
-
-def write_jsonl(path, rows: list[dict]) -> None:
-    with open(path, "wb") as fh:
-        for row in rows:
-            fh.write(orjson.dumps(row) + b"\n")
 
 
 def import_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -303,7 +248,7 @@ async def test_broker_mode_with_a_worker_ends_with_the_same_states_as_database_m
 async def test_broker_mode_reports_an_unreachable_broker_with_exit_3(tmp_path):
     path = tmp_path / "ratings.csv"
     write_csv(path, import_rows(3))
-    from worker.devservices import free_port
+    from worker.dev import free_port
 
     result = await asyncio.to_thread(import_cli, str(path), "--bootstrap-servers", f"127.0.0.1:{free_port()}",
                                      timeout=120)

@@ -28,9 +28,9 @@ from tests.integration.harness import (
     worker_config,
 )
 from tests.integration.rawkafka import corrupt_gzip_batch, send_raw_batch
-from tests.streams import games
-from worker import devservices
-from worker.service import run_service
+from worker import dev
+from worker.commands.run import run_service
+from worker.dev.streams import games
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ async def test_a_partition_that_cannot_be_read_stops_alone_and_nothing_is_skippe
     # Partition 0 after it, so that one fetch holds partition 0's records and partition 1's error.
     await produce(broker.bootstrap_servers, topics.input, readable, partition=0)
 
-    port = devservices.free_port()
+    port = dev.free_port()
     cfg = worker_config(database_url, broker, topics, metrics_port=port, metrics_host="127.0.0.1", batch_size=500)
     stop = asyncio.Event()
     expected = ids(readable) | ids(before)
@@ -111,7 +111,7 @@ async def test_a_codec_the_worker_lacks_stops_its_partition_and_loses_nothing_el
     await produce(broker.bootstrap_servers, topics.input, readable, partition=0)
     monkeypatch.setattr(aiokafka.codec, "cramjam", None)
 
-    port = devservices.free_port()
+    port = dev.free_port()
     cfg = worker_config(database_url, broker, topics, metrics_port=port, metrics_host="127.0.0.1", batch_size=500)
     stop = asyncio.Event()
     with captured_logs(logging.INFO) as logs:

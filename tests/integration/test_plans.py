@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from tests.streams import game_event
 from worker.contract.decode import decode
+from worker.dev.streams import game_event
 from worker.engine import apply_batch, plan_batch
 from worker.ratings.state import StateKey
 from worker.store.memory import MemoryStore

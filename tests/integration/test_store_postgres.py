@@ -1,7 +1,7 @@
 """The PostgreSQL store against a real server: migrations, one batch transaction, locks, the outbox.
 
 Server: the suite's `postgres` fixture (tests/integration/conftest.py) when there is one; otherwise
-`worker.devservices.start_postgres()`, or `DATABASE_URL`. Each test gets its own database, copied
+`worker.dev.start_postgres()`, or `DATABASE_URL`. Each test gets its own database, copied
 from a template migrated once per session (or an empty one, for the migration tests).
 """
 
@@ -59,7 +59,7 @@ async def store_server_url(request) -> str:
         server = None
     if server is None:
         try:
-            from worker.devservices import start_postgres
+            from worker.dev import start_postgres
         except ImportError:
             start_postgres = None
         if start_postgres is not None:
@@ -68,7 +68,7 @@ async def store_server_url(request) -> str:
         elif os.environ.get("DATABASE_URL"):
             return os.environ["DATABASE_URL"]
         else:
-            pytest.skip("no PostgreSQL: worker.devservices is missing and DATABASE_URL is not set")
+            pytest.skip("no PostgreSQL: worker.dev is missing and DATABASE_URL is not set")
     return server.url
 
 

@@ -11,10 +11,10 @@ import pytest
 
 from tests.integration.harness import make_topics, produce, read_topic, wait_processed, worker_config
 from tests.integration.test_worker_end_to_end import running_worker, stored_ratings
-from tests.streams import games, turbo_event, turbo_events
+from worker.commands.replay import replay
 from worker.contract.times import parse_time
+from worker.dev.streams import games, turbo_event, turbo_events
 from worker.ratings.state import RatingState, StateKey
-from worker.replay import replay
 from worker.store.memory import MemoryStore
 
 AT = datetime(2026, 11, 30, 12, 10, tzinfo=UTC)

@@ -8,8 +8,8 @@ import pytest
 
 from tests.integration.harness import produce, wait_processed, worker_config
 from tests.integration.test_worker_end_to_end import running_worker, stored_ratings
-from tests.streams import uscf_events
-from worker.replay import replay
+from worker.commands.replay import replay
+from worker.dev.streams import uscf_events
 
 
 async def test_uscf_events_through_the_worker_equal_replay(database_url, broker, topics):

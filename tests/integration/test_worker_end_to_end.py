@@ -18,10 +18,10 @@ from tests.integration.harness import (
     wait_processed,
     worker_config,
 )
-from tests.streams import games, player_of
+from worker.commands.replay import replay
+from worker.commands.run import run_service
+from worker.dev.streams import games, player_of
 from worker.observability import Metrics
-from worker.replay import replay
-from worker.service import run_service
 from worker.store.postgres import history_payloads
 
 
@@ -134,9 +134,9 @@ async def test_bad_messages_go_to_the_dlq_with_their_reason_and_the_rest_is_appl
 
 
 async def test_health_endpoints_and_metrics(database_url, broker, topics):
-    from worker import devservices
+    from worker import dev
 
-    port = devservices.free_port()
+    port = dev.free_port()
     cfg = worker_config(database_url, broker, topics, metrics_port=port, metrics_host="127.0.0.1")
     await produce(broker.bootstrap_servers, topics.input, games(20, players=5, seed=14))
     async with running_worker(cfg):

@@ -23,9 +23,9 @@ from tests.integration.harness import (
     worker_env,
 )
 from tests.integration.test_worker_end_to_end import running_worker
-from tests.proxy import TcpProxy
-from tests.streams import games, player_of
-from worker import devservices
+from worker import dev
+from worker.dev.proxy import TcpProxy
+from worker.dev.streams import games, player_of
 
 
 async def fetch_all(database_url: str, query: str):
@@ -109,7 +109,7 @@ async def test_postgres_unreachable_midstream_pauses_and_resumes(postgres, datab
     host, port = host_port.rsplit(":", 1)
     proxy = await TcpProxy(host, int(port)).start()
     proxied = database_url.replace(host_port, f"127.0.0.1:{proxy.port}")
-    metrics_port = devservices.free_port()
+    metrics_port = dev.free_port()
     cfg = worker_config(proxied, broker, topics, metrics_port=metrics_port, metrics_host="127.0.0.1",
                         batch_size=100, retry_backoff_max_s=1)
     values = games(1500, players=40, seed=22)

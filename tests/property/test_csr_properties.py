@@ -107,7 +107,7 @@ def game_lines(draw):
 @settings(max_examples=30, deadline=None)
 @given(game_lines())
 def test_replay_is_byte_for_byte_repeatable(lines):
-    from worker.replay import replay
+    from worker.commands.replay import replay
 
     outputs = []
     for _ in range(2):

@@ -17,12 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.streams import game_event
 from worker.contract import decode as decoding
 from worker.contract.decode import decode
 from worker.contract.fastcheck import envelope_surely_valid, game_surely_valid
 from worker.contract.reasons import BadMessage
 from worker.contract.schemas import load_schema
+from worker.dev.streams import game_event
 
 try:
     import jsonschema

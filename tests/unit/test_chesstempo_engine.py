@@ -8,10 +8,10 @@ from collections import defaultdict
 
 import orjson
 
-from tests.streams import chesstempo_attempts
+from worker.commands.replay import replay
 from worker.contract.times import parse_time
+from worker.dev.streams import chesstempo_attempts
 from worker.ratings import chesstempo
-from worker.replay import replay
 
 
 async def run(lines: list[bytes], chunk: int):

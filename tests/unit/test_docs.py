@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.docs import render
+from worker.commands.docs import render
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "ratings.md"
 

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from tests.streams import TCS, game_event
-from worker.replay import replay
+from worker.commands.replay import replay
+from worker.dev.streams import TCS, game_event
 
 BLITZ = TCS[2]
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

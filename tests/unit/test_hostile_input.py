@@ -418,7 +418,7 @@ def test_ids_are_compared_exactly():
 _DRIVER_CALLS = {"execute", "executemany", "fetch", "fetchrow", "fetchval", "copy_records_to_table",
                  "copy_to_table", "copy_from_query", "copy_from_table", "cursor", "prepare"}
 # Development tooling that never sees a message (its SQL names databases it creates itself).
-_DEV_TOOLS = {"worker/devservices.py", "worker/demo.py"}
+_DEV_TOOLS = {"worker/dev/postgres.py", "worker/dev/broker.py", "worker/commands/demo.py"}
 _SQL_WORDS = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|TRUNCATE)\b.*\b(FROM|INTO|SET|TABLE|DATABASE|WHERE)\b",
                         re.IGNORECASE | re.DOTALL)
 
@@ -622,7 +622,7 @@ def test_a_password_that_breaks_the_url_is_not_printed():
 
 async def test_start_up_and_retry_log_lines_do_not_show_the_passwords():
     """The worker's own lines while it waits for an unreachable database (JSON, as in production)."""
-    from worker.service import run_service
+    from worker.commands.run import run_service
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -9,11 +9,9 @@ import uuid
 import orjson
 import pytest
 
-from worker import importer
 from worker.cli import build_parser
-from worker.config import Config
-from worker.contract.decode import decode
-from worker.importer import (
+from worker.commands import importer
+from worker.commands.importer import (
     DEFAULT_SOURCE,
     Duplicate,
     Good,
@@ -25,6 +23,8 @@ from worker.importer import (
     read_csv,
     read_jsonl,
 )
+from worker.config import Config
+from worker.contract.decode import decode
 
 T0 = "2026-11-01T00:00:00Z"
 HEADER = "player_id,system,category,rating,rd,volatility,games,peak,birth_year,imported_at\n"

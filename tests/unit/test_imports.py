@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import orjson
 
-from tests.streams import game_event
+from worker.commands.replay import replay
 from worker.contract.times import parse_time
-from worker.replay import replay
+from worker.dev.streams import game_event
 from worker.store.memory import MemoryStore
 
 T0 = "2026-11-01T00:00:00Z"

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 from aiokafka import TopicPartition
 
-from tests.streams import games
 from worker.config import load
+from worker.dev.streams import games
 from worker.observability import Metrics
 from worker.pipeline import Pipeline, Stopping
 from worker.store.memory import MemoryStore

@@ -8,9 +8,9 @@ import io
 
 import pytest
 
-from tests.streams import games
+from worker.commands.replay import replay
+from worker.dev.streams import games
 from worker.ratings import registry
-from worker.replay import replay
 from worker.store.memory import MemoryStore
 
 

@@ -46,7 +46,7 @@ def test_every_rated_system_has_its_section_in_docs_ratings_md():
 
 
 def test_every_rated_system_has_a_leaderboard_rule_and_is_named_by_the_command():
-    from worker.admin import leaderboard_systems
+    from worker.commands.leaderboard import leaderboard_systems
 
     view = (ROOT / "worker" / "store" / "migrations" / "0002_leaderboards.sql").read_text()
     case = view[view.index("CREATE VIEW leaderboard"):view.index("CREATE INDEX")]

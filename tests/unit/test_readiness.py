@@ -15,8 +15,8 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
-from tests.streams import game_event
 from worker.config import load
+from worker.dev.streams import game_event
 from worker.observability import HealthServer, Metrics, Readiness
 from worker.pipeline import Pipeline
 from worker.pipeline.monitors import BROKER_PROBE, BrokerProbe

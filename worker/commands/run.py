@@ -1,14 +1,23 @@
-"""`rating-worker run`: wire the store, the pipeline, the health server and the signals together."""
+"""`rating-worker run`: the worker in production, wired together: the store, the pipeline, the health
+server, the signals and the watchdog.
+
+A stop (SIGTERM, SIGINT) at any moment ends within DRAIN_TIMEOUT_S + about 15 s with exit 0
+(docs/operations.md, "Stopping"); the watchdog exits 75 for the supervisor when work waits and no
+batch completes for WATCHDOG_TIMEOUT_S.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import signal
+import sys
 import time
 
+from worker import config as config_mod
 from worker.config import Config
-from worker.observability import HealthServer, Metrics, log
+from worker.observability import HealthServer, Metrics, log, setup_logging
 from worker.pipeline import DB_ERRORS, Pipeline, Stopping
 
 logger = logging.getLogger("rating_worker.service")
@@ -180,3 +189,27 @@ async def _close(pipeline: Pipeline | None, store, health: HealthServer | None) 
             store.pool.terminate()
     if health is not None:
         await health.stop()
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        cfg = config_mod.load(args)
+    except config_mod.ConfigError as exc:
+        print(f"rating-worker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(cfg.log_level)
+    from worker.store.migrate import MigrationError
+
+    try:
+        return asyncio.run(run_service(cfg))
+    except MigrationError as exc:
+        print(f"rating-worker: {exc}", file=sys.stderr)
+        return 3
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="run the worker (production)", description=(
+        "Consume the input topics, rate, publish rating.changed. Every setting is an environment variable "
+        "or the matching flag; flags win. SIGTERM drains the batch in hand and exits 0."))
+    config_mod.add_arguments(p)
+    p.set_defaults(func=main)

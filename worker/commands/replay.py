@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import sys
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
@@ -53,3 +55,37 @@ async def replay(
             await flush()
     await flush()
     return store
+
+
+def main(args: argparse.Namespace) -> int:
+    source = sys.stdin.buffer if args.file in (None, "-") else open(args.file, "rb")  # noqa: SIM115
+    out = sys.stdout.buffer if args.output in (None, "-") else open(args.output, "wb")  # noqa: SIM115
+
+    async def go() -> None:
+        store = None
+        if args.database_url:
+            from worker.store.postgres import PostgresStore
+
+            store = await PostgresStore.connect(args.database_url)
+        try:
+            await replay(source, out, store=store)
+        finally:
+            if store is not None:
+                await store.close()
+
+    try:
+        asyncio.run(go())
+    finally:
+        out.flush()
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("replay", help="rate CloudEvents JSON lines offline", description=(
+        "Read CloudEvents JSON lines from FILE (or stdin), apply them in order with the worker's engine "
+        "against in-memory state (or PostgreSQL with --database-url) and write rating.changed JSON lines. "
+        "Bad lines are reported on stderr with their line number and skipped."))
+    p.add_argument("file", nargs="?", help="input file, '-' or absent for stdin")
+    p.add_argument("--output", "-o", help="output file (default stdout)")
+    p.add_argument("--database-url", help="apply against this PostgreSQL instead of memory")
+    p.set_defaults(func=main)

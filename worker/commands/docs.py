@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+import sys
+
 from worker.ratings import chesskite, chesstempo, csr, elo, fide, glicko1, glicko2, tsr, uscf
 from worker.ratings.inputs import EventFinished, GameFinished, TeamGames, TimeControl, TurboPlayer
 from worker.ratings.state import RatingState, StateKey
@@ -306,3 +309,22 @@ def render() -> str:
         chesskite_section(),
         chesstempo_section(),
     ]) + "\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    text = render()
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("docs", help="regenerate docs/ratings.md from the engine", description=(
+        "Compute every table of the rating documentation with the engine and write it, so the page and the "
+        "worker cannot disagree."))
+    p.add_argument("--output", "-o", default="docs/ratings.md", help="where to write ('-' for stdout)")
+    p.set_defaults(func=main)

@@ -7,6 +7,7 @@ a few duplicates (the same message sent twice) and a few bad messages (they land
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import math
@@ -129,17 +130,17 @@ async def _screen(pool, counts: dict, metrics_url: str, started: float) -> str:
 
 
 async def run_demo(args) -> int:
-    from worker import devservices
+    from worker import dev
+    from worker.commands.run import run_service
     from worker.observability import Metrics
-    from worker.service import run_service
     from worker.store.migrate import migrate
 
     setup_logging("WARNING", json=False)
     tty = sys.stdout.isatty()
     say = print
     say("starting PostgreSQL and the broker ...", flush=True)
-    postgres = devservices.postgres_from_env_or_start()
-    broker = devservices.broker_from_env_or_start()
+    postgres = dev.postgres_from_env_or_start()
+    broker = dev.broker_from_env_or_start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -149,11 +150,11 @@ async def run_demo(args) -> int:
     try:
         await migrate(postgres.url)
         cfg = config_mod.load(env={}, database_url=postgres.url, kafka_bootstrap_servers=broker.bootstrap_servers,
-                              metrics_host="127.0.0.1", metrics_port=args.metrics_port or devservices.free_port(),
+                              metrics_host="127.0.0.1", metrics_port=args.metrics_port or dev.free_port(),
                               log_level="WARNING",
                               # Tansu holds a group join for half the session timeout: keep start-up quick.
                               kafka_session_timeout_ms=2000, kafka_heartbeat_interval_ms=300)
-        await devservices.create_topics(broker.bootstrap_servers, {cfg.kafka_input_topics[0]: 3, **{
+        await dev.create_topics(broker.bootstrap_servers, {cfg.kafka_input_topics[0]: 3, **{
             t: 1 for t in cfg.kafka_input_topics[1:]}, cfg.kafka_output_topic: 3, cfg.kafka_dlq_topic: 1})
         metrics_url = f"http://127.0.0.1:{cfg.metrics_port}/metrics"
         say(f"PostgreSQL: {postgres.url}\nbroker: {broker.bootstrap_servers}\nmetrics: {metrics_url}", flush=True)
@@ -211,3 +212,21 @@ async def run_demo(args) -> int:
 async def _caught_up(pool, counts: dict) -> bool:
     processed = await pool.fetchval("SELECT count(*) FROM processed_messages WHERE source = '/demo/game-server'")
     return processed >= counts["games"]
+
+
+def main(args: argparse.Namespace) -> int:
+    return asyncio.run(run_demo(args))
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("demo", help="everything local: PostgreSQL, broker, worker, a stream of games", description=(
+        "Start an embedded PostgreSQL and Kafka-protocol broker on free loopback ports, migrate, run the worker "
+        "and stream demo games (hundreds of players, all speeds, a few duplicates and bad messages), showing "
+        "the top 10 per category as ratings change. Ctrl-C stops everything."))
+    p.add_argument("--players", type=int, default=300, help="players in the demo population (default 300)")
+    p.add_argument("--rate", type=float, default=200.0, help="games per second (default 200)")
+    p.add_argument("--games", type=int, default=0, help="stop after this many games (default: until Ctrl-C)")
+    p.add_argument("--metrics-port", type=int, default=0, help="metrics port (default: a free one)")
+    p.add_argument("--refresh", type=float, default=2.0, help="seconds between screen refreshes (default 2)")
+    p.add_argument("--seed", type=int, default=7, help="random seed of the demo stream")
+    p.set_defaults(func=main)

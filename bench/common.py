@@ -1,0 +1,129 @@
+"""What the benchmarks share: their PostgreSQL settings, a fresh database, a worker process, producing a
+stream, waiting for it to be processed, and the worker's memory. The streams themselves come from
+worker.dev.streams, the services from worker.dev (as in the tests and the demo)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+
+from worker.dev.streams import player_of
+from worker.store.migrate import migrate
+
+# The benchmarks' PostgreSQL: durable commits as in production (the test server runs without fsync),
+# with the usual production sizing of a dedicated server (docs/deploy.md): a buffer cache that holds
+# the working set, compressed full-page images and checkpoints spaced by WAL volume. Without the last
+# two, every first write to a page after a checkpoint logs the whole 8 kB page, and with a million
+# players nearly every row a game touches is on such a page.
+PG_SETTINGS = {
+    "fsync": "on", "full_page_writes": "on", "synchronous_commit": "on",
+    "shared_buffers": os.environ.get("BENCH_PG_SHARED_BUFFERS", "1GB"),
+    "wal_compression": "on", "max_wal_size": "4GB", "checkpoint_timeout": "15min",
+}
+
+
+def start_worker(env: dict, log: Path) -> subprocess.Popen:
+    profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
+    return subprocess.Popen([sys.executable, *profile, "-m", "worker", "run"], env={**os.environ, **env},
+                            stdout=open(log, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
+
+
+async def fresh_db(pg, name: str) -> str:
+    conn = await asyncpg.connect(pg.url)
+    await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    await conn.execute(f'CREATE DATABASE "{name}"')
+    await conn.close()
+    url = pg.url.rsplit("/", 1)[0] + "/" + name
+    await migrate(url)
+    return url
+
+
+async def produce(bootstrap: str, topic: str, values) -> None:
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=10,
+                         max_batch_size=1_048_576)
+    await p.start()
+    futures = [await p.send(topic, v, key=player_of(v)) for v in values]
+    await asyncio.gather(*futures)
+    await p.stop()
+
+
+async def produce_any(bootstrap: str, topic: str, values) -> None:
+    """Produce without keys (the worker does not rely on them)."""
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, linger_ms=10,
+                         max_batch_size=1_048_576)
+    await p.start()
+    futures = [await p.send(topic, v) for v in values]
+    await asyncio.gather(*futures)
+    await p.stop()
+
+
+def worker_env(url: str, bootstrap: str, tag: str, **extra) -> dict:
+    env = {"DATABASE_URL": url, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_INPUT_TOPICS": f"in-{tag}",
+           "KAFKA_OUTPUT_TOPIC": f"out-{tag}", "KAFKA_DLQ_TOPIC": f"dlq-{tag}", "KAFKA_GROUP_ID": f"g-{tag}",
+           "METRICS_PORT": "0", "LOG_LEVEL": "WARNING"}
+    env.update({k.upper(): str(v) for k, v in extra.items()})
+    return env
+
+
+#: the largest RSS (MiB) of the worker processes during the last `until_processed`
+PEAK_RSS_MIB: list[float] = [0.0]
+
+
+def rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+    except (OSError, StopIteration):
+        return 0.0
+
+
+async def until_processed(url: str, total: int, procs, label: str, spawned: float, log: Path) -> float:
+    """Wait until `total` messages are processed, printing progress; messages/s from the first batch's
+    commit to the last (start-up excluded), or since `spawned` when everything came in one batch. The
+    workers' largest RSS on the way goes to PEAK_RSS_MIB."""
+    conn = await asyncpg.connect(url)
+    first = n_first = None
+    last_print = 0.0
+    PEAK_RSS_MIB[0] = 0.0
+    try:
+        while True:
+            n = await conn.fetchval("SELECT count(*) FROM processed_messages")
+            PEAK_RSS_MIB[0] = max(PEAK_RSS_MIB[0], max(rss_mib(p.pid) for p in procs))
+            now = time.perf_counter()
+            if n and first is None:
+                first, n_first = now, n
+            if now - last_print > 2:
+                print(f"  {label}: {n}/{total} processed", flush=True)
+                last_print = now
+            if n >= total:
+                return (total - n_first) / (now - first) if n_first < total else total / (now - spawned)
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"a worker exited, see {log}")
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
+
+
+async def prefill(url: str, players: int) -> None:
+    """`players` players with a CSR blitz rating each, named as tests.streams.games names them."""
+    conn = await asyncpg.connect(url)
+    try:
+        name = "'p' || CASE WHEN g < 1000 THEN lpad(g::text, 3, '0') ELSE g::text END"
+        await conn.execute(f"""
+            INSERT INTO players (player_id) SELECT {name} FROM generate_series(0, {players - 1}) AS g;
+            INSERT INTO ratings (player_id, system, category, rating, rd, volatility, games, last_at, version)
+            SELECT {name}, 'csr', 'blitz', 1200 + (g::int8 * 7919 % 1000), 60 + g % 200, 0.06, 30,
+                   extract(epoch FROM timestamptz '2025-12-01'), 30
+            FROM generate_series(0, {players - 1}) AS g;
+        """)
+        for table in ("players", "ratings"):
+            await conn.execute(f"VACUUM ANALYZE {table}")
+    finally:
+        await conn.close()

@@ -1,0 +1,81 @@
+"""`rating-worker player ID`: every rating of a player, and with --history the latest changes and their causes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import orjson
+
+from worker.commands.operator import add_common, cell, command, connect, emit, table
+from worker.store.queries import QUERIES
+
+
+def _json_value(v: Any) -> Any:
+    # jsonb fields come back decoded by the connection's codec; text from a jsonb -> is a str.
+    return orjson.loads(v) if isinstance(v, str | bytes) else v
+
+
+async def player(args: argparse.Namespace) -> int:
+    conn = await connect(args)
+    try:
+        account = await conn.fetchrow(QUERIES["player_account"], args.player_id)
+        ratings = await conn.fetch(QUERIES["player_ratings"], args.player_id)
+        history = []
+        if args.history:
+            history = await conn.fetch(QUERIES["player_history"], args.player_id, args.history, args.system,
+                                       args.category)
+    finally:
+        await conn.close()
+    if account is None and not ratings:
+        print(f"rating-worker player: no player {args.player_id!r}", file=sys.stderr)
+        return 1
+    rows = [{
+        "system": r["system"], "category": r["category"], "rating": r["rating"],
+        "shown": _json_value(r["shown"]), "rd": r["rd"], "volatility": r["volatility"], "games": r["games"],
+        "provisional": _json_value(r["provisional"]), "floor": _json_value(r["floor"]), "peak": r["peak"],
+        "version": r["version"], "last_played_at": r["last_at"],
+    } for r in ratings if args.system in (None, r["system"]) and args.category in (None, r["category"])]
+    changes = [dict(h) for h in history]
+    closed = None if account is None or account["closed_reason"] is None else {
+        "reason": account["closed_reason"], "at": account["closed_at"]}
+    obj = {"player_id": args.player_id, "closed": closed, "ratings": rows}
+    if args.history:
+        obj["history"] = changes
+    lines = [f"player {args.player_id}" + (f"  (closed: {closed['reason']} at {cell(closed['at'])})" if closed else "")]
+    lines.append(table(
+        ["system", "category", "rating", "rd", "games", "floor", "peak", "version", "last played"],
+        [[r["system"], r["category"], _shown(r), r["rd"], r["games"], r["floor"], r["peak"], r["version"],
+          r["last_played_at"]] for r in rows]))
+    if args.history:
+        lines += ["", f"latest {len(changes)} changes, newest first"]
+        lines.append(table(
+            ["changed at", "system", "category", "version", "rating", "delta", "cause", "ref"],
+            [[c["changed_at"], c["system"], c["category"], c["version"], c["rating"], _signed(c["delta"]),
+              c["cause_type"], c["cause_ref"] or c["cause_id"]] for c in changes]))
+    emit(args.json, obj, "\n".join(lines))
+    return 0
+
+
+def _shown(r: dict) -> str:
+    """The rating as published, with the provisional mark ("?") of its system."""
+    shown = r["shown"] if r["version"] else r["rating"]
+    return ("unlisted" if shown is None else f"{shown:.1f}") + ("?" if r["provisional"] else "")
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.1f}"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("player", help="a player's ratings (and recent changes)", description=(
+        "Every rating of a player: the rating as published (with '?' while provisional, 'unlisted' for a FIDE "
+        "rating below the list), RD, games, floor, peak and version; --history N adds the N latest changes "
+        "with their causes. Example: rating-worker player anna --history 10"))
+    p.add_argument("player_id")
+    p.add_argument("--history", type=int, default=0, metavar="N", help="also show the N latest changes")
+    p.add_argument("--system", help="only this system (csr, tsr, fide, uscf, chesskite)")
+    p.add_argument("--category", help="only this category (blitz, standard, ...)")
+    add_common(p)
+    p.set_defaults(func=command(player))
