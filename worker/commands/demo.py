@@ -19,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import orjson
-from aiokafka import AIOKafkaProducer
 
 from worker import config as config_mod
+from worker import kafka_clients
 from worker.observability import setup_logging
 from worker.ratings.csr import CATEGORIES
 
@@ -162,7 +162,7 @@ async def run_demo(args) -> int:
         worker_task = asyncio.create_task(run_service(
             cfg, started=worker_started, stop_event=worker_stop, metrics=metrics, install_signals=False))
         await asyncio.wait_for(worker_started.wait(), 120)
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False, linger_ms=5)
+        producer = kafka_clients.producer(cfg, linger_ms=5)  # the demo's game server
         await producer.start()
         pool = await asyncpg.create_pool(postgres.url, min_size=1, max_size=2)
         counts = {"games": 0, "duplicates": 0, "bad": 0, "dead_letters": 0}

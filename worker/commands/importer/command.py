@@ -9,6 +9,7 @@ import sys
 from typing import IO
 from urllib.parse import urlsplit
 
+from worker import config as config_mod
 from worker.commands.importer.events import RejectsWriter
 from worker.commands.importer.progress import Progress
 from worker.commands.importer.read import (
@@ -26,11 +27,10 @@ from worker.commands.importer.send import (
     Counts,
     Failed,
     dry_run,
-    redact,
-    security,
     to_broker,
     to_database,
 )
+from worker.config import mask_url
 from worker.contract.times import parse_time
 
 
@@ -70,12 +70,23 @@ def _summary(args, counts: Counts, elapsed: float, mode: str, out: IO[str]) -> N
             w(f"  (written to {args.rejects})\n")
 
 
-async def _run(args, counts: Counts, progress: Progress, rejects, mode: str, target: str) -> None:
+def settings(**given: str) -> config_mod.Config:
+    """The worker's settings this import needs (a URL, or the broker and its security settings), read
+    and checked as every command reads them (config.load_for_tool); a bad one is a usage error."""
+    try:
+        return config_mod.load_for_tool(argparse.Namespace(**given), database="database_url" in given,
+                                        kafka="kafka_bootstrap_servers" in given)
+    except config_mod.ConfigError as exc:
+        raise ImportError_(str(exc)) from None
+
+
+async def _run(args, counts: Counts, progress: Progress, rejects, mode: str, target: str,
+               kafka: config_mod.Config | None) -> None:
     notes = sys.stderr
     if mode == "dry-run":
         await dry_run(args, counts, progress, rejects, notes)
     elif mode == "broker":
-        await to_broker(args, counts, progress, rejects, notes, target)
+        await to_broker(args, counts, progress, rejects, notes, kafka)
     else:
         await to_database(args, counts, progress, rejects, notes, target)
 
@@ -97,6 +108,7 @@ def main(args: argparse.Namespace) -> int:
         fmt = detect_format(args.file, args.format)
         if args.file != "-" and not os.path.isfile(args.file):
             raise ImportError_(f"cannot read {args.file!r}: no such file")
+        kafka = None
         if args.dry_run:
             mode, target = "dry-run", ""
         elif args.database_url is not None:
@@ -105,17 +117,14 @@ def main(args: argparse.Namespace) -> int:
                 raise ImportError_("--database-url without a URL reads DATABASE_URL, which is not set")
             if urlsplit(target).scheme not in ("postgres", "postgresql"):
                 raise ImportError_(f"--database-url must start with postgresql:// (got {target.split(':')[0]!r})")
+            settings(database_url=target)
         else:
             mode = "broker"
             target = args.bootstrap_servers or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "")
             if not target:
                 raise ImportError_("no broker: give --bootstrap-servers or set KAFKA_BOOTSTRAP_SERVERS "
                                    "(or --database-url to write to PostgreSQL directly, or --dry-run)")
-            for server in target.split(","):
-                host, _, port = server.strip().rpartition(":")
-                if not host or not port.isdigit():
-                    raise ImportError_(f"--bootstrap-servers: {server!r} is not host:port")
-            security()
+            kafka = settings(kafka_bootstrap_servers=target)  # with the KAFKA_SECURITY_* / SASL / SSL settings
             inputs = os.environ.get("KAFKA_INPUT_TOPICS")
             if inputs and args.topic not in [t.strip() for t in inputs.split(",")]:
                 err.write(f"rating-worker import: note: topic {args.topic} is not in KAFKA_INPUT_TOPICS ({inputs}): "
@@ -129,12 +138,12 @@ def main(args: argparse.Namespace) -> int:
     counts = Counts()
     progress = Progress(counts, err, args.quiet)
     where = {"dry-run": "dry run (checking only)", "broker": f"to topic {args.topic} at {target}",
-             "database": f"into PostgreSQL {redact(target)}"}[mode]
+             "database": f"into PostgreSQL {mask_url(target)}"}[mode]
     if not args.quiet:
         err.write(f"rating-worker import: {args.file} ({fmt}) {where}\n")
     code = EXIT_OK
     try:
-        asyncio.run(_run(args, counts, progress, rejects, mode, target))
+        asyncio.run(_run(args, counts, progress, rejects, mode, target, kafka))
     except ImportError_ as exc:
         progress.end()
         err.write(f"rating-worker import: {exc}\n")

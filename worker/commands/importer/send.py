@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 from dataclasses import dataclass, field
 from typing import IO, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
@@ -23,6 +21,7 @@ from worker.commands.importer.read import (
     read_csv,
     read_jsonl,
 )
+from worker.config import mask_url
 
 
 @dataclass
@@ -46,14 +45,6 @@ SHOW_DUPLICATES = 10
 
 class Failed(Exception):
     """The broker or the database failed mid-run (exit 3)."""
-
-
-def redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 async def checked_items(args, counts: Counts, progress: Progress, rejects: RejectsWriter | None,
@@ -120,29 +111,14 @@ async def dry_run(args, counts, progress, rejects, notes) -> None:
         counts.done += 1
 
 
-def security() -> dict:
-    """aiokafka security settings from the worker's environment variables (KAFKA_SECURITY_PROTOCOL, ...)."""
-    from worker import config as config_mod
-
-    names = ("kafka_security_protocol", "kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password",
-             "kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile")
-    values = {n: os.environ[n.upper()] for n in names if os.environ.get(n.upper())}
-    cfg = config_mod.Config(**values)
-    if cfg.kafka_security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-        raise ImportError_(f"KAFKA_SECURITY_PROTOCOL={cfg.kafka_security_protocol!r}: not a Kafka protocol")
-    if cfg.kafka_security_protocol.startswith("SASL") and not (cfg.kafka_sasl_mechanism and cfg.kafka_sasl_username):
-        raise ImportError_("KAFKA_SASL_MECHANISM and KAFKA_SASL_USERNAME are required with SASL")
-    return config_mod.kafka_security(cfg)
-
-
-async def to_broker(args, counts, progress, rejects, notes, servers: str) -> None:
-    from aiokafka import AIOKafkaProducer
+async def to_broker(args, counts, progress, rejects, notes, kafka) -> None:
+    """Produce the good lines to --topic, keyed by player, with the worker's own producer settings."""
     from aiokafka.errors import KafkaError
 
-    producer = AIOKafkaProducer(
-        bootstrap_servers=servers, enable_idempotence=False, acks="all", linger_ms=20,
-        max_batch_size=1_048_576, request_timeout_ms=30_000, **security(),
-    )
+    from worker.kafka_clients import producer as make_producer
+
+    servers = kafka.kafka_bootstrap_servers
+    producer = make_producer(kafka, linger_ms=20)
     try:
         await producer.start()
     except (KafkaError, OSError) as exc:
@@ -185,7 +161,7 @@ async def to_database(args, counts, progress, rejects, notes, url: str) -> None:
     try:
         store = await PostgresStore.connect(url, min_size=1, max_size=2, timeout=30)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-        raise Failed(f"cannot connect to PostgreSQL at {redact(url)}: {exc}") from None
+        raise Failed(f"cannot connect to PostgreSQL at {mask_url(url)}: {exc}") from None
     try:
         try:
             await check_schema(store.pool)
