@@ -13,14 +13,11 @@ import signal
 import time
 
 import orjson
-import pytest
 
 from tests.integration.harness import Workers, make_topics, produce, wait_processed, worker_env
 from tests.integration.test_faults import assert_invariants, database_proxy, history_ids, published_ids
 from worker import dev
 from worker.dev.streams import games, player_of
-
-pytestmark = pytest.mark.integration
 
 DRAIN_TIMEOUT_S = 5
 # The documented bound of a stop beyond DRAIN_TIMEOUT_S: each Kafka client's stop (5 s), the database

@@ -232,6 +232,7 @@ def test_services_do_not_outlive_a_killed_parent() -> None:
     finally:
         proc.send_signal(signal.SIGKILL)  # no atexit handler runs: only PR_SET_PDEATHSIG helps
         proc.wait()
+        proc.stdout.close()
     deadline = time.monotonic() + 10
     while not (_process_dead(broker_pid) and _process_dead(pg_pid)):
         assert time.monotonic() < deadline, "service processes outlived their parent"

@@ -42,8 +42,6 @@ from tests.integration.harness import Topics, committed_offsets, make_topics, ne
 from worker.commands.run import run_service
 from worker.dev.streams import game_event, games, player_of
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")

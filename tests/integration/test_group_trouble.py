@@ -20,7 +20,6 @@ import threading
 import time
 
 import orjson
-import pytest
 from confluent_kafka import Consumer
 
 from tests.integration.harness import (
@@ -34,8 +33,6 @@ from tests.integration.harness import (
 from worker import dev
 from worker.commands.run import WATCHDOG_EXIT_CODE
 from worker.dev.streams import games, player_of
-
-pytestmark = pytest.mark.integration
 
 
 class ForeignMember:

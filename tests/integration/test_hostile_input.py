@@ -9,13 +9,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import orjson
-import pytest
 
 from tests.integration.harness import captured_logs, produce, read_topic, wait_processed, worker_config
 from worker.commands.run import run_service
 from worker.observability import Metrics
-
-pytestmark = pytest.mark.integration
 
 T = "2026-11-30T12:00:00Z"
 HOSTILE_IDS = ["'; DROP TABLE ratings; --", "Robert'); DROP TABLE processed_messages;--", "' OR '1'='1", "$1",

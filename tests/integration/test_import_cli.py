@@ -30,8 +30,6 @@ from worker.contract.decode import decode
 from worker.contract.reasons import BadMessage
 from worker.dev.streams import import_rows, write_csv, write_jsonl
 
-pytestmark = pytest.mark.integration
-
 T0 = "2026-11-01T00:00:00Z"
 
 

@@ -16,7 +16,6 @@ import logging
 
 import asyncpg
 import orjson
-import pytest
 
 from tests.integration.harness import (
     captured_logs,
@@ -31,8 +30,6 @@ from tests.integration.rawkafka import corrupt_gzip_batch, send_raw_batch
 from worker import dev
 from worker.commands.run import run_service
 from worker.dev.streams import games
-
-pytestmark = pytest.mark.integration
 
 
 async def processed(database_url: str) -> set[tuple[str, str]]:

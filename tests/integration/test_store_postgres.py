@@ -37,8 +37,6 @@ from worker.store.migrate import (
 )
 from worker.store.postgres import PostgresStore, history_payloads
 
-pytestmark = pytest.mark.integration
-
 _names = itertools.count()
 
 

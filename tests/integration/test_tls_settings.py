@@ -22,7 +22,6 @@ from aiokafka.errors import KafkaConnectionError
 from worker.config import kafka_security, load
 from worker.store.postgres import PostgresStore
 
-pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 DB_PASSWORD = "Tls-Db-S3cr3t"
 SASL_PASSWORD = "Tls-Sasl-S3cr3t"

@@ -74,7 +74,7 @@ def change_record(
     message: Message, change: RatingChange, cause_at: float,
     shown_rating: Callable[[RatingState], float | None] = _rating,
 ) -> ChangeRecord:
-    """The history/outbox row of one change; its cause is the message (see `message_cause`).
+    """The history/outbox row of one change; its cause is the message.
 
     `shown_rating` is the rating published (the system's: None for a FIDE rating that is not listed);
     `delta` is always the difference of the stored ratings.
@@ -131,10 +131,6 @@ def _encode(event_id, key, version, delta, cause_type, cause_source, cause_id, c
             "changed_at": time,
         },
     })
-
-
-def message_cause(message: Message) -> dict:
-    return {"type": message.type, "source": message.source, "id": message.id, "ref": message.ref}
 
 
 _ENVELOPE = compile_schema("envelope")

@@ -101,10 +101,6 @@ class TcpProxy:
         """Arm a one-shot trap on the next client chunk holding `pattern` (see the module docstring)."""
         self._trap = _Trap(pattern, deliver, cut)
 
-    @property
-    def trap_armed(self) -> bool:
-        return self._trap is not None
-
     def _fire(self, trap: _Trap) -> None:
         self.traps_fired += 1
         if trap.cut:

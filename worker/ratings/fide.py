@@ -268,11 +268,6 @@ def _extra(v: View) -> dict[str, Any]:
     }
 
 
-def published_rating(state: RatingState | None) -> int | None:
-    """The list rating in force, None when unlisted."""
-    return view(state).published
-
-
 def listed_rating(state: RatingState) -> float | None:
     """What `rating.changed` shows as the rating: the live rating, None while unlisted."""
     return None if view(state).published is None else state.rating

@@ -72,10 +72,6 @@ class PostgresTx:
         # change under us until we commit, so closed_accounts answers from here.
         self._locked: dict[str, float | None] = {}
 
-    @property
-    def connection(self) -> asyncpg.Connection:
-        return self._conn
-
     async def lock_players(self, player_ids: Sequence[str]) -> None:
         if not player_ids:
             return

@@ -4,6 +4,7 @@ rating.imported, or the reason a line has none), and the input file itself (form
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import gzip
 import io
@@ -121,6 +122,16 @@ def _text_lines(stream: IO[bytes]) -> IO[str]:
 def read_csv(stream: IO[bytes], on_header: Callable[[CsvHeader], None] | None = None) -> Iterator[Record]:
     """Records of a CSV file (header row first). Blank lines are skipped. ImportError_ for a bad header."""
     text = _text_lines(stream)
+    try:
+        yield from _csv_records(text, on_header)
+    finally:
+        # The caller closes `stream` (stdin stays open): the wrapper lets go of it without closing it
+        # (already closed when the caller stopped reading early: nothing to let go of then).
+        with contextlib.suppress(ValueError):
+            text.detach()
+
+
+def _csv_records(text: IO[str], on_header: Callable[[CsvHeader], None] | None) -> Iterator[Record]:
     reader = csv.reader(text, strict=False)
     header: CsvHeader | None = None
     previous = 0
