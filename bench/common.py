@@ -112,7 +112,7 @@ async def until_processed(url: str, total: int, procs, label: str, spawned: floa
 
 
 async def prefill(url: str, players: int) -> None:
-    """`players` players with a CSR blitz rating each, named as tests.streams.games names them."""
+    """`players` players with a CSR blitz rating each, named as worker.dev.streams.games names them."""
     conn = await asyncpg.connect(url)
     try:
         name = "'p' || CASE WHEN g < 1000 THEN lpad(g::text, 3, '0') ELSE g::text END"

@@ -1,7 +1,7 @@
 """`./dev bench soak`: one worker process under a steady stream and periodic faults, for a bounded time.
 
 Games are produced at a steady rate while one `rating-worker run` process consumes them through a
-TcpProxy in front of PostgreSQL (tests/proxy.py). Every BENCH_SOAK_FAULT_EVERY_S seconds a fault is
+TcpProxy in front of PostgreSQL (worker/dev/proxy.py). Every BENCH_SOAK_FAULT_EVERY_S seconds a fault is
 injected, in the order of BENCH_SOAK_FAULTS (repeated):
   cut   every PostgreSQL connection is reset and refused for BENCH_SOAK_CUT_S seconds;
   kill  the worker gets SIGKILL and is started again at once (as its supervisor would).

@@ -8,7 +8,7 @@ each rating's versions 1..n without gaps, its `games` and `version` equal to n, 
 games as in the stream), and every change published (each `rating_changes.event_id` seen on the output
 topic at least once, nothing on it that is not in `rating_changes`, the outbox empty).
 
-The database faults go through our TcpProxy (tests/proxy.py). The broker cut goes through it too: the
+The database faults go through our TcpProxy (worker/dev/proxy.py). The broker cut goes through it too: the
 proxy only sees the clients' traffic if the broker advertises the proxy's address in its metadata, so
 those tests start their own Tansu with `--advertised-listener-url` pointing at the proxy. The broker
 pause and restart tests start their own broker as well (they stop or empty it).
@@ -298,7 +298,7 @@ async def test_connection_reset_during_commit(database_url, broker, topics, deli
     which rolls the batch back; it is applied by the retry (no message is seen twice). commit-answer-lost:
     PostgreSQL commits but the worker never hears of it; the retry finds the batch's ids already
     processed and skips them (counted as duplicates), and the outbox relay publishes the first
-    attempt's changes. How precisely the proxy hits the COMMIT: see tests/proxy.py."""
+    attempt's changes. How precisely the proxy hits the COMMIT: see worker/dev/proxy.py."""
     values = games(800, players=40, seed=92)
     metrics = Metrics()
     async with database_proxy(database_url) as (proxy, proxied):
