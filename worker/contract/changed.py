@@ -72,18 +72,21 @@ def _rating(state: RatingState) -> float:
 
 def change_record(
     message: Message, change: RatingChange, cause_at: float,
-    shown_rating: Callable[[RatingState], float | None] = _rating,
+    shown_rating: Callable[[RatingState], float | None] = _rating, starts_unrated: bool = False,
 ) -> ChangeRecord:
     """The history/outbox row of one change; its cause is the message.
 
     `shown_rating` is the rating published (the system's: None for a FIDE rating that is not listed);
-    `delta` is always the difference of the stored ratings.
+    in a system that `starts_unrated` (FIDE, US Chess), the first change of a rating had none before it.
+    The row's `delta` is the difference of the stored ratings (the fair-play refunds add them up); the
+    published `delta` is null when either published rating is (RULES.md, Common).
     """
     key = change.key
     after = change.after
     before = change.before
     event_id = change_id(message.source, message.id, key.player_id, key.system, key.category, after.version)
-    shown_before = (shown_rating(before), before.rd, before.volatility)
+    shown_before = (None if starts_unrated and before.version == 0 else shown_rating(before), before.rd,
+                    before.volatility)
     shown_after = (shown_rating(after), after.rd, after.volatility)
     delta = after.rating - before.rating
     payload = _encode(event_id, key, after.version, delta, message.type, message.source, message.id, message.ref,
@@ -108,6 +111,8 @@ def encode_change(r: ChangeRecord) -> bytes:
 def _encode(event_id, key, version, delta, cause_type, cause_source, cause_id, cause_ref, before, after,
             provisional, floor, games, time) -> bytes:
     # Positional on purpose: built twice per rated game, where a record's _replace costs ~10 us.
+    if before[0] is None or after[0] is None:
+        delta = None
     return orjson.dumps({
         "specversion": "1.0",
         "id": event_id,

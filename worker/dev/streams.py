@@ -214,3 +214,50 @@ def write_jsonl(path, rows: list[dict]) -> None:
     with open(path, "wb") as fh:
         for row in rows:
             fh.write(orjson.dumps(row) + b"\n")
+
+
+def every_type() -> list[bytes]:
+    """A fixed stream of every message type and kind (4,300 lines): CSR games, TSR, US Chess and FIDE events
+    (FIDE ratings imported first, so that events are rated), ChessKite and Chess Tempo attempts, a
+    fair-play closure inside its window and another closure, imports of all six systems, two bad lines,
+    and more games after them. For checks over everything the worker can publish."""
+    def ce(i: str, type_: str, data: dict, time: str) -> bytes:
+        return orjson.dumps({"specversion": "1.0", "id": i, "source": "/fixed", "type": type_, "time": time,
+                             "data": data})
+
+    listed = "2025-12-01T00:00:00Z"
+    out = [ce(f"fimp-{i}", "rating.imported", {"player_id": f"p{i:03d}", "system": "fide", "category": "standard",
+                                               "rating": 1500 + 25 * i, "games": 40, "imported_at": listed}, listed)
+           for i in range(30)]
+    out += games(3000, players=80, seed=5)
+    out += turbo_events(40, players=30, seed=6)
+    out += uscf_events(30, players=40, seed=7)
+    out += puzzle_attempts(500, players=50, seed=8)
+    out += fide_events(20, [f"p{i:03d}" for i in range(40)], seed=9)
+    out += chesstempo_attempts(400, users=40, problems=60, seed=10)
+    january, march = "2026-01-03T00:00:00Z", "2026-03-01T00:00:00Z"
+    out += [
+        ce("x-1", "account.closed", {"player_id": "p001", "reason": "fair_play", "closed_at": january}, january),
+        ce("x-2", "account.closed", {"player_id": "p002", "reason": "abuse", "closed_at": march}, march),
+        ce("x-3", "rating.imported", {"player_id": "imp1", "system": "fide", "category": "standard", "rating": 2012,
+                                      "games": 57, "imported_at": march}, march),
+        ce("x-4", "rating.imported", {"player_id": "imp2", "system": "csr", "category": "blitz", "rating": 1700,
+                                      "rd": 80, "imported_at": march}, march),
+        ce("x-5", "rating.imported", {"player_id": "imp3", "system": "uscf", "category": "regular", "rating": 1500,
+                                      "games": 30, "imported_at": march}, march),
+        ce("x-6", "rating.imported", {"player_id": "imp4", "system": "chesskite", "category": "puzzle",
+                                      "rating": 1200, "imported_at": march}, march),
+        ce("x-7", "rating.imported", {"player_id": "imp5", "system": "chesstempo", "category": "blitz",
+                                      "rating": 1600, "rd": 100, "imported_at": march}, march),
+        ce("x-8", "rating.imported", {"player_id": "imp6", "system": "tsr", "category": "turbo", "rating": 1550,
+                                      "imported_at": march}, march),
+        # q001 plays rapid only, then his blitz rating is imported: a category that starts from the others
+        *[orjson.dumps(game_event(9000 + i, "q001", "q002", "1-0" if i % 2 else "1/2-1/2",
+                                  datetime(2026, 2, 1, 12, i, tzinfo=UTC), TCS[3], "/fixed-rapid"))
+          for i in range(6)],
+        ce("x-9", "rating.imported", {"player_id": "q001", "system": "csr", "category": "blitz",
+                                      "rating": 1600, "imported_at": march}, march),
+        b"not json",
+        ce("x-10", "game.finished", {"bad": 1}, march),
+    ]
+    return out + games(300, players=80, seed=11, source="/after")

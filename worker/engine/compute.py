@@ -150,7 +150,7 @@ class _Computation:
                 self.working[ch.key] = ch.after
                 self.changed[ch.key] = ch.after
                 if system.published(ch.key):
-                    records.append(change_record(message, ch, at, system.shown_rating))
+                    records.append(change_record(message, ch, at, system.shown_rating, system.starts_unrated))
         status = "applied" if outcome.rated else "unrated"
         results.append(MessageResult(status, outcome.unrated_reason))
         self.processed.append(ProcessedMessage(message.source, message.id, message.type, status))

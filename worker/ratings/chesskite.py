@@ -104,5 +104,5 @@ def imported_state(imp, version: int) -> RatingState:
 SYSTEM = RatingSystem(
     NAME, ("puzzle.attempted/chesskite",), players, state_keys, rate_attempt, title="ChessKite", categories=(CATEGORY,),
     cause_time=operator.attrgetter("attempted_at"),
-    imports=Imports(imported_state, lambda imp: start_state()),
+    imports=Imports(imported_state, lambda imp, states: start_state()),
 )

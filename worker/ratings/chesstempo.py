@@ -466,5 +466,5 @@ def import_flags(state: RatingState) -> tuple[bool, float | None]:
 SYSTEM = RatingSystem(
     NAME, ("puzzle.attempted/chesstempo",), lock_ids, engine_state_keys, rate_attempt_in_day, title="Chess Tempo", categories=CATEGORIES,
     cause_time=operator.attrgetter("attempted_at"), published=is_published, context=top_group_query,
-    with_context=with_established, imports=Imports(imported_state, lambda imp: start_state(), import_flags),
+    with_context=with_established, imports=Imports(imported_state, lambda imp, states: start_state(), import_flags),
 )

@@ -213,8 +213,15 @@ def imported_state(imp, version: int, params: CsrParams = PARAMS) -> RatingState
     return RatingState(imp.rating, rd, vol, imp.games or 0, imp.peak, imp.last_played_at, version)
 
 
-def import_start(imp, params: CsrParams = PARAMS) -> RatingState:
-    return RatingState(params.start_rating, params.start_rd, params.start_volatility)
+def import_start(imp, states: Mapping[StateKey, RatingState], params: CsrParams = PARAMS) -> RatingState:
+    """What an import into a category never played replaces: the start a game there would rate from
+    (from the player's other speeds where that rule applies)."""
+    return start_state(imp.player_id, imp.category, states, params)
+
+
+def import_more_keys(imp, loaded: Mapping[StateKey, RatingState]) -> list[StateKey]:
+    """The player's other categories, which the start of a category never played comes from."""
+    return [StateKey(imp.player_id, NAME, c) for c in CATEGORIES if c != imp.category]
 
 
 def import_flags(state: RatingState) -> tuple[bool, float | None]:
@@ -223,5 +230,5 @@ def import_flags(state: RatingState) -> tuple[bool, float | None]:
 
 SYSTEM = RatingSystem(
     NAME, ("game.finished",), players, state_keys, rate_game, title="CSR", categories=CATEGORIES, more_keys=more_keys,
-    imports=Imports(imported_state, import_start, import_flags),
+    imports=Imports(imported_state, import_start, import_flags, import_more_keys),
 )

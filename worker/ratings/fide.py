@@ -443,5 +443,6 @@ def imported_state(imp, version: int) -> RatingState:
 
 SYSTEM = RatingSystem(
     NAME, ("event.finished/fide",), players, state_keys, rate_event, title="FIDE", categories=CATEGORIES,
-    shown_rating=listed_rating, imports=Imports(imported_state, lambda imp: RatingState(0.0)),  # no rating before
+    shown_rating=listed_rating, imports=Imports(imported_state, lambda imp, states: RatingState(0.0)),
+    starts_unrated=True,  # no rating before the first
 )

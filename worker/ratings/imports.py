@@ -35,7 +35,7 @@ def rate_import(imp: RatingImported, states: Mapping[StateKey, RatingState], clo
     key = StateKey(imp.player_id, imp.system, imp.category)
     before = states.get(key)
     if before is None:
-        before = rules.start(imp)
+        before = rules.start(imp, states)
     after = rules.state(imp, before.version + 1)
     provisional, floor = rules.provisional_and_floor(after)
     return Outcome(changes=(RatingChange(key, before, after, provisional, floor),))
@@ -49,6 +49,11 @@ def importer(system: RatingSystem) -> RatingSystem:
     def rate(imp: RatingImported, states: Mapping[StateKey, RatingState], closed: Mapping[str, float]) -> Outcome:
         return rate_import(imp, states, closed, rules)
 
+    def more_keys(imp: RatingImported, loaded: Mapping[StateKey, RatingState]) -> list[StateKey]:
+        if StateKey(imp.player_id, imp.system, imp.category) in loaded:
+            return []
+        return rules.more_keys(imp, loaded)
+
     return RatingSystem(system.name, (f"{KIND}/{system.name}",), players, state_keys, rate,
                         categories=system.categories, cause_time=operator.attrgetter("imported_at"),
-                        shown_rating=system.shown_rating)
+                        shown_rating=system.shown_rating, more_keys=more_keys, starts_unrated=system.starts_unrated)

@@ -17,7 +17,11 @@ The engine (worker.engine) drives every system through these functions and nothi
   asks with `context` (system, category, RD at most), given the states as they are; the engine lays the
   batch's changes over the store's answer and hands it over by `with_context`.
 - `imports` says how the system takes a `rating.imported` (RULES.md, Common): the state an import stands
-  for, the state before it when none is stored, and the imported state's provisional mark and floor.
+  for, the state before it when none is stored (from the player's other states, loaded by its
+  `more_keys`), and the imported state's provisional mark and floor.
+- `starts_unrated`: a player has no rating in the system before his first (FIDE, US Chess): the `before`
+  of a rating's first change is published as `rating` null (RULES.md, Common), whatever state the maths
+  starts from.
 """
 
 from __future__ import annotations
@@ -61,8 +65,11 @@ class Imports:
     """How a system takes a `rating.imported`: what the import leaves out takes the system's start values."""
 
     state: Callable[[RatingImported, int], RatingState]  # the state it stands for, at this version
-    start: Callable[[RatingImported], RatingState]  # "before" when nothing is stored
+    # "before" when nothing is stored, given the states loaded (the player's others, by `more_keys`)
+    start: Callable[[RatingImported, Mapping[StateKey, RatingState]], RatingState]
     provisional_and_floor: Callable[[RatingState], tuple[bool, float | None]] = _not_flagged
+    more_keys: Callable[[RatingImported, Mapping[StateKey, RatingState]], list[StateKey]] = (
+        lambda imp, loaded: [])
 
 
 @dataclass(frozen=True)
@@ -86,3 +93,4 @@ class RatingSystem:
         lambda payload, states: None)
     with_context: Callable[[Any, Mapping[str, float]], Any] = lambda payload, ratings: payload
     imports: Imports | None = None
+    starts_unrated: bool = False

@@ -360,5 +360,5 @@ def import_flags(state: RatingState) -> tuple[bool, float | None]:
 
 SYSTEM = RatingSystem(
     NAME, ("event.finished/turbo_live",), players, state_keys, rate_event, title="TSR", categories=(CATEGORY,),
-    imports=Imports(imported_state, lambda imp: start_state(), import_flags),
+    imports=Imports(imported_state, lambda imp, states: start_state(), import_flags),
 )

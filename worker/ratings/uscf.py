@@ -569,5 +569,6 @@ def import_flags(state: RatingState) -> tuple[bool, float | None]:
 
 SYSTEM = RatingSystem(
     NAME, ("event.finished/uscf",), players, state_keys, rate_event, title="US Chess", categories=CATEGORIES,
-    imports=Imports(imported_state, lambda imp: RatingState(0.0), import_flags),  # no rating before
+    imports=Imports(imported_state, lambda imp, states: RatingState(0.0), import_flags),  # no rating before
+    starts_unrated=True,
 )
