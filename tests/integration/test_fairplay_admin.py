@@ -84,12 +84,58 @@ async def test_player_command_shows_ratings_and_history(rated, database_url):
     data = orjson.loads(cli("player", "a", "--history", "5", "--json", env=env).stdout)
     (blitz,) = data["ratings"]
     assert blitz["version"] == 3 and blitz["provisional"] is False and blitz["floor"] is not None
-    assert [h["cause_type"] for h in data["history"]] == ["account.closed", "game.finished", "rating.imported"]
-    assert [h["version"] for h in data["history"]] == [3, 2, 1]
+    changes = [h for h in data["history"] if "unchanged" not in h]  # the unrated game-6: the next test
+    assert [h["cause_type"] for h in changes] == ["account.closed", "game.finished", "rating.imported"]
+    assert [h["version"] for h in changes] == [3, 2, 1]
     cheater = orjson.loads(cli("player", "x", "--json", env=env).stdout)
     assert cheater["closed"]["reason"] == "fair_play" and cheater["ratings"][0]["provisional"] is True
     missing = cli("player", "nobody", env=env)
     assert missing.returncode == 1 and "no player 'nobody'" in missing.stderr
+
+
+async def test_player_history_says_why_a_message_changed_nothing(rated, database_url):
+    """Issue 20, item 2: the game x played after his closure changed nobody's rating; a's history says so."""
+    env = {"DATABASE_URL": database_url}
+    data = orjson.loads(cli("player", "a", "--history", "5", "--json", env=env).stdout)
+    newest = data["history"][0]
+    assert (newest["cause_id"], newest["unchanged"], newest["system"]) == ("game-6", "closed_account", "csr")
+    assert "closed for fair play" in newest["explained"]
+    assert [h.get("version") for h in data["history"][1:]] == [3, 2, 1]
+    shown = cli("player", "a", "--history", "5", env=env).stdout
+    assert "unchanged" in shown and "closed_account" in shown
+    only_csr_blitz = orjson.loads(cli("player", "a", "--history", "5", "--category", "blitz", "--json",
+                                      env=env).stdout)
+    assert all("unchanged" not in h for h in only_csr_blitz["history"])
+
+
+async def test_message_command_tells_what_became_of_each_message(rated, database_url, broker, topics):
+    """Issue 20, item 2: applied (with its changes), unrated and why, delivered again, dead-lettered, never seen."""
+    env = {"DATABASE_URL": database_url}
+    applied = orjson.loads(cli("message", "/test/games", "game-2", "--json", env=env).stdout)
+    assert (applied["status"], applied["ref"], applied["unchanged"]) == ("applied", "g-2", [])
+    assert sorted(c["player_id"] for c in applied["changes"]) == ["b", "x"]
+    unrated = cli("message", "/test/games", "game-6", "--json", env=env)
+    assert unrated.returncode == 0, unrated.stderr
+    unrated = orjson.loads(unrated.stdout)
+    assert (unrated["status"], unrated["reason"], unrated["changes"]) == ("unrated", "closed_account", [])
+    assert sorted((u["player_id"], u["reason"]) for u in unrated["unchanged"]) == [
+        ("a", "closed_account"), ("x", "closed_account")]
+    closure = orjson.loads(cli("message", "/review", "close-x", "--json", env=env).stdout)
+    assert closure["duplicates"] == 1  # the same closure delivered twice: applied once
+    assert sorted(c["player_id"] for c in closure["changes"]) == ["a", "b", "c", "d"]
+    text = cli("message", "/review", "close-x", env=env).stdout
+    assert "delivered 1 more time(s) and ignored" in text and "4 rating change(s)" in text
+    without_broker = cli("message", "/review", "broken", env=env)
+    assert without_broker.returncode == 1 and "not processed" in without_broker.stdout
+    assert "KAFKA_BOOTSTRAP_SERVERS" in without_broker.stdout
+    env.update(KAFKA_BOOTSTRAP_SERVERS=broker.bootstrap_servers, KAFKA_DLQ_TOPIC=topics.dlq)
+    dead = cli("message", "/review", "broken", "--json", env=env)
+    assert dead.returncode == 0, dead.stderr
+    dead = orjson.loads(dead.stdout)
+    assert dead["status"] == "dead_lettered" and dead["dead_letters"][0]["error_class"] == "invalid_data"
+    assert "closed_at" in dead["dead_letters"][0]["error_message"]
+    never = cli("message", "/review", "no-such-id", env=env)
+    assert never.returncode == 1 and "never seen" in never.stdout
 
 
 async def test_leaderboard_lists_established_ratings_in_order(rated, database_url):

@@ -3,11 +3,23 @@
 - run: the worker (the store, the pipeline, the health server, the signals, the watchdog)
 - migrate, replay, docs, demo
 - importer: `rating-worker import FILE` (a package: reading, checking, sending, the command)
-- player, leaderboard, outbox, dlq: the operator's commands (operator: what they share)
+- player, message, leaderboard, outbox, dlq: the operator's commands (operator: what they share)
 
 worker/cli.py builds the parser from COMMANDS, in this order (the order of `rating-worker --help`).
 """
 
-from worker.commands import demo, dlq, docs, importer, leaderboard, migrate, outbox, player, replay, run
+from worker.commands import (
+    demo,
+    dlq,
+    docs,
+    importer,
+    leaderboard,
+    message,
+    migrate,
+    outbox,
+    player,
+    replay,
+    run,
+)
 
-COMMANDS = (run, migrate, replay, docs, demo, importer, player, leaderboard, outbox, dlq)
+COMMANDS = (run, migrate, replay, docs, demo, importer, player, message, leaderboard, outbox, dlq)

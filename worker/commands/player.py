@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from worker.commands.operator import add_common, cell, command, connect, emit, table
+from worker.ratings.reasons import explain
 from worker.store.queries import QUERIES
 
 
@@ -22,10 +23,12 @@ async def player(args: argparse.Namespace) -> int:
     try:
         account = await conn.fetchrow(QUERIES["player_account"], args.player_id)
         ratings = await conn.fetch(QUERIES["player_ratings"], args.player_id)
-        history = []
+        history, unrated = [], []
         if args.history:
             history = await conn.fetch(QUERIES["player_history"], args.player_id, args.history, args.system,
                                        args.category)
+            if args.category is None:  # an unrated message changed no category
+                unrated = await conn.fetch(QUERIES["player_unrated"], args.player_id, args.history, args.system)
     finally:
         await conn.close()
     if account is None and not ratings:
@@ -37,7 +40,7 @@ async def player(args: argparse.Namespace) -> int:
         "provisional": _json_value(r["provisional"]), "floor": _json_value(r["floor"]), "peak": r["peak"],
         "version": r["version"], "last_played_at": r["last_at"],
     } for r in ratings if args.system in (None, r["system"]) and args.category in (None, r["category"])]
-    changes = [dict(h) for h in history]
+    changes = _newest(history, unrated, args.history)
     closed = None if account is None or account["closed_reason"] is None else {
         "reason": account["closed_reason"], "at": account["closed_at"]}
     obj = {"player_id": args.player_id, "closed": closed, "ratings": rows}
@@ -49,13 +52,29 @@ async def player(args: argparse.Namespace) -> int:
         [[r["system"], r["category"], _shown(r), r["rd"], r["games"], r["floor"], r["peak"], r["version"],
           r["last_played_at"]] for r in rows]))
     if args.history:
-        lines += ["", f"latest {len(changes)} changes, newest first"]
+        lines += ["", f"latest {len(changes)} messages, newest first (unchanged: a message that changed none of his "
+                  "ratings, and why)"]
         lines.append(table(
-            ["changed at", "system", "category", "version", "rating", "delta", "cause", "ref"],
+            ["at", "system", "category", "version", "rating", "delta", "cause", "ref"],
             [[c["changed_at"], c["system"], c["category"], c["version"], c["rating"], _signed(c["delta"]),
-              c["cause_type"], c["cause_ref"] or c["cause_id"]] for c in changes]))
+              c["cause_type"], c["cause_ref"] or c["cause_id"]] if "unchanged" not in c else
+             [c["changed_at"], c["system"], "-", "-", "unchanged", c["unchanged"], c["cause_type"],
+              c["cause_ref"] or c["cause_id"]] for c in changes]))
     emit(args.json, obj, "\n".join(lines))
     return 0
+
+
+def _newest(history: list, unrated: list, n: int) -> list[dict]:
+    """The changes and the messages that left him unchanged (with why), newest first by the message's
+    own time, the n latest of both."""
+    rows = [dict(h) for h in history] + [{
+        "changed_at": u["message_at"], "system": u["system"], "cause_type": u["type"], "cause_source": u["source"],
+        "cause_id": u["id"], "cause_ref": u["ref"], "unchanged": u["reason"], "explained": explain(u["reason"]),
+    } for u in unrated]
+    # Python's sort is stable: a change keeps its place among changes of the same time.
+    rows.sort(key=lambda r: r["changed_at"].timestamp() if r["changed_at"] is not None else float("-inf"),
+              reverse=True)
+    return rows[:n]
 
 
 def _shown(r: dict) -> str:
@@ -64,17 +83,19 @@ def _shown(r: dict) -> str:
     return ("unlisted" if shown is None else f"{shown:.1f}") + ("?" if r["provisional"] else "")
 
 
-def _signed(x: float) -> str:
-    return f"{x:+.1f}"
+def _signed(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}"
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("player", help="a player's ratings (and recent changes)", description=(
         "Every rating of a player: the rating as published (with '?' while provisional, 'unlisted' for a FIDE "
-        "rating below the list), RD, games, floor, peak and version; --history N adds the N latest changes "
-        "with their causes. Example: rating-worker player anna --history 10"))
+        "rating below the list), RD, games, floor, peak and version; --history N adds the N latest messages "
+        "that concerned him: each change with its cause, and each valid message that changed none of his "
+        "ratings with why (a casual game, fewer than 10 votes, ...; `rating-worker message SOURCE ID` tells "
+        "more). Example: rating-worker player anna --history 10"))
     p.add_argument("player_id")
-    p.add_argument("--history", type=int, default=0, metavar="N", help="also show the N latest changes")
+    p.add_argument("--history", type=int, default=0, metavar="N", help="also show the N latest changes and unchanged messages")
     p.add_argument("--system", help="only this system (csr, tsr, fide, uscf, chesskite)")
     p.add_argument("--category", help="only this category (blitz, standard, ...)")
     add_common(p)

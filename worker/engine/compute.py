@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from worker.contract.changed import ChangeRecord, change_record
 from worker.ratings.inputs import GameSide, Message
-from worker.ratings.state import RatingChange, RatingState, StateKey
+from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import HistoryQuery, RatingsQuery, RatingSystem
 from worker.store.base import ProcessedMessage
 
@@ -98,6 +98,7 @@ class _Computation:
         self.result = BatchResult()
         self.changed: dict[StateKey, RatingState] = {}
         self.processed: list[ProcessedMessage] = []
+        self.repeats: dict[tuple[str, str], int] = {}  # deliveries of an already processed message
         self.closures: dict[str, float] = {}
 
     def _games_so_far(self, query: HistoryQuery) -> tuple[GameSide, ...]:
@@ -125,6 +126,7 @@ class _Computation:
         ident = (message.source, message.id)
         if ident in self.done:
             results.append(MessageResult("duplicate"))
+            self.repeats[ident] = self.repeats.get(ident, 0) + 1
             return
         payload = message.payload
         query = self.queries.get(index)
@@ -153,7 +155,7 @@ class _Computation:
                     records.append(change_record(message, ch, at, system.shown_rating, system.starts_unrated))
         status = "applied" if outcome.rated else "unrated"
         results.append(MessageResult(status, outcome.unrated_reason))
-        self.processed.append(ProcessedMessage(message.source, message.id, message.type, status))
+        self.processed.append(_processed(message, system, outcome))
 
     def steps(self, messages: Sequence[Message], systems: Sequence[RatingSystem], every: int) -> Iterator[None]:
         """The one loop: every message in order; yields after each `every` messages."""
@@ -163,7 +165,36 @@ class _Computation:
                 yield
 
     def computed(self) -> Computed:
-        return Computed(self.result, self.changed, self.processed, self.closures)
+        return Computed(self.result, self.changed, self._with_repeats(), self.closures)
+
+    def _with_repeats(self) -> list[ProcessedMessage]:
+        """The processed ids with their repeated deliveries counted: on the row this batch writes, or as a
+        `duplicate` entry for a message an earlier batch processed."""
+        if not self.repeats:
+            return self.processed
+        repeats = dict(self.repeats)
+        out = [
+            replace(p, duplicates=repeats.pop((p.source, p.id))) if (p.source, p.id) in repeats else p
+            for p in self.processed
+        ]
+        out += [ProcessedMessage(source, id_, "", "duplicate", duplicates=n) for (source, id_), n in repeats.items()]
+        return out
+
+
+def _processed(message: Message, system: RatingSystem, outcome: Outcome) -> ProcessedMessage:
+    """The processed id with why it changed nothing for whom (`rating-worker message`, `player --history`)."""
+    if outcome.rated:
+        if not outcome.left_out:
+            return ProcessedMessage(message.source, message.id, message.type, "applied", ref=message.ref)
+        left_out = outcome.left_out
+    else:
+        reason = outcome.unrated_reason
+        left_out = tuple((pid, reason) for pid in dict.fromkeys(system.players(message.payload)))
+    return ProcessedMessage(
+        message.source, message.id, message.type, "applied" if outcome.rated else "unrated",
+        outcome.unrated_reason, left_out, system.cause_time(message.payload),
+        system=getattr(message.payload, "system", None) or system.name, ref=message.ref,
+    )
 
 
 def compute(

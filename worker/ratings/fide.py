@@ -364,21 +364,30 @@ def rate_event(
     # 2. The games, against the published ratings (after the closes).
     rated: dict[str, list[tuple[int, int]]] = {pid: [] for pid in ids}  # (score, PD) in hundredths
     pooled: dict[str, list[list]] = {pid: [] for pid in ids}  # [opponent rating, score]
+    why: dict[str, str] = {}  # a reason one of his games did not count, for a player left unchanged
     for g in event.games:
         w, b = g.white, g.black
         if w in closed or b in closed:
+            for pid in (w, b):
+                why.setdefault(pid, "closed_account" if pid in closed else "opponent_closed")
             continue
         sw, sb = SCORES[g.result]
         rw, rb = pub[w], pub[b]
         if rw is None and rb is None:
+            why.setdefault(w, "unrated_opponent")
+            why.setdefault(b, "unrated_opponent")
             continue
         if rw is None:
             pooled[w].append([rb, sw / 100])
+            why.setdefault(b, "unrated_opponent")
             continue
         if rb is None:
             pooled[b].append([rw, sb / 100])
+            why.setdefault(w, "unrated_opponent")
             continue
         if game_unrated(rw, rb, cat, at, params):
+            why.setdefault(w, "rating_gap_600")
+            why.setdefault(b, "rating_gap_600")
             continue
         rated[w].append((sw, expected_hundredths(rw, rb, cat, at, params)))
         rated[b].append((sb, expected_hundredths(rb, rw, cat, at, params)))
@@ -391,7 +400,7 @@ def rate_event(
         before = st if st is not None else RatingState(0.0)
         games = rated[pid] if v.published is not None else pooled[pid]
         if not games:
-            continue
+            continue  # why[pid] says why (or he played no game)
         last_at = at if before.last_at is None else max(before.last_at, at)
         if v.published is not None:
             if v.period is None:
@@ -414,7 +423,8 @@ def rate_event(
             )
         else:
             if params.disregard_first_zero_score and not v.pool and sum(s for _, s in games) == 0:
-                continue  # a zero score in the first event is disregarded: nothing pooled, no change
+                why[pid] = "zero_score_first_event"  # disregarded (section 2.4): nothing pooled, no change
+                continue
             v = v._replace(pool=v.pool + games, birth_year=birth)
             rating, peak = before.rating, before.peak
             if len(v.pool) >= params.first_rating_games:
@@ -431,7 +441,11 @@ def rate_event(
     out = tuple(ch for pid in ids for ch in changes[pid])
     if not out:
         return Outcome(unrated_reason="no_rated_games")
-    return Outcome(changes=out)
+    left_out = tuple(
+        (pid, "closed_account" if pid in closed else why.get(pid, "no_games"))
+        for pid in sorted(births) if not changes.get(pid)
+    )
+    return Outcome(changes=out, left_out=left_out)
 
 
 def imported_state(imp, version: int) -> RatingState:

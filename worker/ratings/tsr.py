@@ -339,11 +339,13 @@ def rate_event(
     if reason is not None:
         return Outcome(unrated_reason=reason)
     at = event.finished_at
+    plans = plan_event(event, states, closed, params)
     return Outcome(
-        changes=tuple(
-            change(pid, plan.before, updated_state(plan, at, params), params)
-            for pid, plan in plan_event(event, states, closed, params).items()
-        )
+        changes=tuple(change(pid, plan.before, updated_state(plan, at, params), params) for pid, plan in plans.items()),
+        left_out=tuple(sorted(
+            (p.player_id, "closed_account" if p.player_id in closed else "too_few_votes")
+            for p in event.players if p.player_id not in plans
+        )),
     )
 
 

@@ -33,7 +33,17 @@ class ProcessedMessage:
     source: str
     id: str
     type: str
-    outcome: str  # applied | unrated
+    # applied | unrated; or duplicate: more deliveries of a message processed by an earlier batch
+    # (`duplicates` of them; the store counts them on the stored row)
+    outcome: str
+    reason: str | None = None  # why an unrated message changed nothing ("casual", ...)
+    # (player_id, reason) for every player this message left unchanged, and why: all of its players
+    # when it is unrated, the participants it left out when it is rated (Outcome.left_out)
+    left_out: tuple[tuple[str, str], ...] = ()
+    at: float | None = None  # the message's own time (finished_at, ...), for a player's history
+    duplicates: int = 0  # deliveries of it after the first, ignored (`rating-worker message` shows them)
+    system: str | None = None  # the system it belongs to (csr, fide, ...; fairplay), for its left_out rows
+    ref: str | None = None  # its game, competition or puzzle id (`cause.ref` of the changes it caused)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 from worker.contract.changed import ChangeRecord
 from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
 from worker.ratings.system import HistoryQuery, RatingsQuery
-from worker.store.base import Unpublished
+from worker.store.base import ProcessedMessage, Unpublished
 
 
 class _MemoryTx:
@@ -21,7 +22,7 @@ class _MemoryTx:
         return None
 
     async def processed(self, ids: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        return {i for i in ids if i in self._store.processed_ids}
+        return {i for i in ids if i in self._store.messages}
 
     async def closed_accounts(self, player_ids: Sequence[str]) -> dict[str, float]:
         return {p: self._store.closures[p] for p in player_ids if p in self._store.closures}
@@ -65,7 +66,13 @@ class _MemoryTx:
         states, records, processed, closures = self._pending
         self._store.states.update(states)
         self._store.history.extend(records)
-        self._store.processed_ids.update((p.source, p.id) for p in processed)
+        messages = self._store.messages
+        for p in processed:
+            if p.outcome == "duplicate":
+                first = messages[(p.source, p.id)]
+                messages[(p.source, p.id)] = replace(first, duplicates=first.duplicates + p.duplicates)
+            else:
+                messages[(p.source, p.id)] = p
         self._store.closures.update(closures)
 
 
@@ -73,9 +80,14 @@ class MemoryStore:
     def __init__(self) -> None:
         self.states: dict[StateKey, RatingState] = {}
         self.history: list[ChangeRecord] = []
-        self.processed_ids: set[tuple[str, str]] = set()
+        # (source, id) -> the processed message, with why it changed nothing for whom
+        self.messages: dict[tuple[str, str], ProcessedMessage] = {}
         self.closures: dict[str, float] = {}
         self.published: set[int] = set()
+
+    @property
+    def processed_ids(self) -> set[tuple[str, str]]:
+        return set(self.messages)
 
     @asynccontextmanager
     async def transaction(self):

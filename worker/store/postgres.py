@@ -162,9 +162,10 @@ class PostgresTx:
         rows = await self._conn.fetch(
             QUERIES["save"],
             state_rows,
-            [(m.source, m.id, m.type, m.outcome) for m in processed],
+            [(m.source, m.id, m.type, m.outcome, m.reason, m.duplicates, m.ref) for m in processed],
             list(closures.items()),
             change_rows,
+            [(pid, m.source, m.id, m.system, why, m.at) for m in processed for pid, why in m.left_out],
         )
         if not records:
             return []

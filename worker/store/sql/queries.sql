@@ -102,7 +102,10 @@ SELECT player_id, rating FROM ratings WHERE system = $1 AND category = $2 AND rd
 -- inserts nothing.
 --   $1 states     [player_id, system, category, rating, rd, volatility, games, peak, last_at,
 --                  version, extra]
---   $2 processed  [source, id, type, outcome]
+--   $2 processed  [source, id, type, outcome, reason, duplicates, ref]: outcome "duplicate" counts more
+--                 deliveries of a message processed by an earlier batch on its row (migration 0005)
+--   $5 unrated    [player_id, source, id, system, reason, message_at (epoch seconds or null)]
+--                 (migration 0005)
 --   $3 closures   [player_id, closed_at (epoch seconds)]          (fair play)
 --   $4 changes    [event_id, player_id, system, category, version, rating, delta, cause_type,
 --                  cause_source, cause_id, cause_ref, changed_at (epoch seconds),
@@ -139,9 +142,20 @@ states AS (
         updated_at = now()
 ),
 processed AS (
-    INSERT INTO processed_messages (source, id, type, outcome)
-    SELECT e->>0, e->>1, e->>2, e->>3
+    INSERT INTO processed_messages (source, id, type, outcome, reason, duplicates, ref)
+    SELECT e->>0, e->>1, e->>2, e->>3, e->>4, (e->>5)::int4, e->>6
     FROM jsonb_array_elements($2::jsonb) AS e
+    WHERE e->>3 <> 'duplicate'
+),
+repeats AS (
+    UPDATE processed_messages AS m SET duplicates = m.duplicates + (e->>5)::int4
+    FROM jsonb_array_elements($2::jsonb) AS e
+    WHERE e->>3 = 'duplicate' AND m.source = e->>0 AND m.id = e->>1
+),
+unrated AS (
+    INSERT INTO unrated_players (player_id, source, id, system, reason, message_at)
+    SELECT e->>0, e->>1, e->>2, e->>3, e->>4, to_timestamp((e->>5)::float8)
+    FROM jsonb_array_elements($5::jsonb) AS e
 ),
 closures AS (
     INSERT INTO players AS p (player_id, closed_at, closed_reason)
@@ -300,3 +314,37 @@ SELECT (SELECT count(*) FROM outbox) AS backlog,
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (SELECT * FROM outbox ORDER BY change_id LIMIT 1) AS o ON true
 LEFT JOIN rating_changes AS r ON r.id = o.change_id;
+
+-- name: player_unrated
+-- $1 player id, $2 how many, $3 system or null: the latest valid messages that left him unchanged, and
+-- why (migration 0005), newest first by the message's own time (the primary key: a player's rows, sorted).
+SELECT u.system, u.reason, u.message_at, u.source, u.id, m.type, m.ref
+FROM unrated_players AS u
+JOIN processed_messages AS m ON m.source = u.source AND m.id = u.id
+WHERE u.player_id = $1 AND ($3::text IS NULL OR u.system = $3)
+ORDER BY u.message_at DESC NULLS LAST, u.source, u.id
+LIMIT $2;
+
+-- name: message_processed
+-- $1 source, $2 id: the processed message (no row: never processed).
+SELECT type, outcome, reason, ref, duplicates, processed_at FROM processed_messages WHERE source = $1 AND id = $2;
+
+-- name: message_changes_by_ref
+-- $1 source, $2 id, $3 its ref (game, competition or puzzle id): the rating changes it caused (index
+-- rating_changes_cause_ref).
+SELECT player_id, system, category, version, before_rating, rating, delta, changed_at
+FROM rating_changes
+WHERE cause_ref = $3 AND cause_source = $1 AND cause_id = $2
+ORDER BY player_id, system, category, version;
+
+-- name: message_changes_by_cause
+-- $1 source, $2 id: the rating changes caused by a message without a ref (an import, a fair-play
+-- closure). No index covers the cause: a scan of the history, rare and read-only (an operator's question).
+SELECT player_id, system, category, version, before_rating, rating, delta, changed_at
+FROM rating_changes
+WHERE cause_source = $1 AND cause_id = $2
+ORDER BY player_id, system, category, version;
+
+-- name: message_unrated
+-- $1 source, $2 id: whom it left unchanged, and why (index unrated_players_message).
+SELECT player_id, system, reason FROM unrated_players WHERE source = $1 AND id = $2 ORDER BY player_id;
