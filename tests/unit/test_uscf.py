@@ -339,7 +339,8 @@ def test_unrated_reasons():
 def test_keys_and_players():
     e = event([(1, "a", "b", "1-0")], minutes=45, increment=5)
     assert uscf.players(e) == ["a", "b"]
-    assert uscf.state_keys(e) == [k("a", "regular"), k("a", "quick"), k("b", "regular"), k("b", "quick")]
+    assert uscf.state_keys(e) == [k("a", "regular"), k("a", "quick"), k("b", "regular"), k("b", "quick"),
+                                  k("a", "blitz"), k("b", "blitz")]  # the other type: a first rating starts from it
     assert uscf.state_keys(event([(1, "a", "b", "1-0")], minutes=3, increment=0)) == []
 
 
@@ -537,3 +538,43 @@ def test_player_order_does_not_matter():
     e1 = event(games)
     e2 = dataclasses.replace(e1, players=tuple(reversed(e1.players)), games=tuple(reversed(e1.games)))
     assert repr(uscf.rate_event(e1, states)) == repr(uscf.rate_event(e2, states))
+
+
+# --- issue 20, item 9: a first rating in one type starts from the player's other ratings ----------------
+
+
+def test_first_rating_in_one_type_starts_from_the_other_us_chess_ratings():
+    """RULES.md US Chess (US Chess initializes from other ratings; the published system's section 2 is not
+    citable here): Quick from Regular, else Blitz; from Regular on min(N, 10) games, counted in N."""
+    reg = mixed(40, 1850.0)
+    start = uscf.start_from_other("p", "quick", {k("p"): reg})
+    assert (start.rating, start.games, start.version) == (1850.0, 10, 0)
+    few = uscf.start_from_other("p", "quick", {k("p"): mixed(6, 1700.0)})
+    assert few.games == 6
+    # from Blitz (no Regular): on 0 games; Blitz from Quick before Regular; Regular from Quick before Blitz
+    blitz = mixed(30, 1600.0)
+    assert uscf.start_from_other("p", "quick", {k("p", "blitz"): blitz}).games == 0
+    both = {k("p", "quick"): mixed(30, 1500.0), k("p"): reg, k("p", "blitz"): blitz}
+    assert uscf.start_from_other("p", "blitz", both).rating == 1500.0
+    assert uscf.start_from_other("p", "regular", both).rating == 1500.0
+    assert uscf.start_from_other("p", "regular", {}) is None
+
+
+def test_a_regular_player_s_first_quick_event_starts_from_his_regular_rating():
+    """A Quick event (G/15): p (Regular 1850, 40 games) is rated from 1850 on 10 games, not from 1300."""
+    states = {k("p"): mixed(40, 1850.0), k("o", "quick"): mixed(40, 1800.0)}
+    out = uscf.rate_event(event([(1, "p", "o", "1/2-1/2")], minutes=15, increment=0), states)
+    p = next(c for c in out.changes if c.key == k("p", "quick"))
+    assert p.before.rating == 1850.0 and p.before.games == 10 and p.after.games == 11
+    assert 1800.0 < p.after.rating < 1850.0  # a draw against a lower-rated player, from 1850
+    assert p.after.extra["started_from"] == "regular"
+
+
+def test_dual_event_quick_side_starts_from_regular_as_it_was_before_the_event():
+    """RULES.md: the types as they were before the event: in a dual-rated event (G/45) the new Quick rating
+    starts from the Regular rating the player had before it, not from the one the same event changed."""
+    states = {k("p"): mixed(40, 1850.0), k("o"): mixed(40, 1850.0), k("o", "quick"): mixed(40, 1850.0)}
+    out = uscf.rate_event(event([(1, "p", "o", "1-0")], minutes=45, increment=0), states)
+    by_key = {c.key: c for c in out.changes}
+    assert by_key[k("p", "quick")].before.rating == 1850.0
+    assert by_key[k("p")].after.rating > 1850.0  # the Regular side moved; the Quick side started before it

@@ -4,7 +4,10 @@ One rated event updates each participant's rating in every category its time con
 (`regular`, `quick`, `blitz`; 30..65 minutes + increment is dual: Quick and Regular, each from its own
 state). Per category, the five steps of specs 1.8:
 
-1. initial rating of an unrated player: 50 x age for ages up to 26 (at least 100), else 1300; 0 games;
+1. initial rating of an unrated player: from his other US Chess rating where he has one (RULES.md: Quick
+   from Regular, else Blitz; Blitz from Quick, else Regular; Regular from Quick, else Blitz; from Regular
+   on min(N, 10) games, from Quick or Blitz on 0), else 50 x age for ages up to 26 (at least 100), else
+   1300; 0 games;
 2. N' = min(N, N*(R0));
 3. for players with N = 0: a first estimate by the special formula with N' := 1 (at least 100),
    used only as their rating as an opponent in step 4;
@@ -70,6 +73,7 @@ class UscfParams:
     step3_n_eff: float = 1.0
     # initial ratings (RULES.md)
     per_year_of_age: float = 50.0
+    start_from_regular_games: int = 10  # a first Quick/Blitz rating from Regular: on min(N, 10) games
     max_junior_age: int = 26
     adult_rating: float = 1300.0
     # floors and establishment
@@ -128,9 +132,15 @@ def players(event: EventFinished) -> list[str]:
 
 
 def state_keys(event: EventFinished, params: UscfParams = PARAMS) -> list[StateKey]:
-    """One state per listed player per category the event rates."""
+    """One state per listed player per category the event rates, then his other categories: a first
+    rating in one type starts from the others (read always, so that a batch rates as one message at a
+    time would: an earlier message of the batch may have created the rating this one starts from)."""
     cats = event_categories(event, params)
-    return [key(p.player_id, c) for p in event.players for c in cats]
+    if not cats:  # not rated (under 5 minutes): nothing to read
+        return []
+    others = [c for c in CATEGORIES if c not in cats]
+    return [key(p.player_id, c) for p in event.players for c in cats] + [
+        key(p.player_id, c) for p in event.players for c in others]
 
 
 def rated_games(event: EventFinished, closed: Mapping[str, float] = {}) -> list:  # noqa: B006 - read-only
@@ -433,6 +443,27 @@ def start_state(age: int | None, params: UscfParams = PARAMS) -> RatingState:
                        {"wins": 0, "draws": 0, "losses": 0, "events3": 0})
 
 
+# RULES.md US Chess: which of his other ratings a first rating in a type starts from, in order.
+START_FROM = {"quick": ("regular", "blitz"), "blitz": ("quick", "regular"), "regular": ("quick", "blitz")}
+
+
+def start_from_other(player_id: str, category: str, states: Mapping[StateKey, RatingState],
+                     params: UscfParams = PARAMS) -> RatingState | None:
+    """The start of a first rating in `category` from the player's other US Chess rating, if he has one
+    (RULES.md US Chess: US Chess initializes from other ratings). From Regular, based on min(N, 10) games,
+    which count in the new type's N; from Quick or Blitz, on 0 games (held less reliable). `states` are
+    as they were before the event: the Quick side of a dual event does not start from the Regular rating
+    the same event changes. The published system's blended initialization (several sources weighted by
+    staleness, specs 1.7) replaces this once its section 2 can be cited."""
+    for other in START_FROM[category]:
+        st = states.get(key(player_id, other))
+        if st is not None:
+            games = min(st.games, params.start_from_regular_games) if other == "regular" else 0
+            return RatingState(st.rating, None, None, games, None, None, 0,
+                               {"wins": 0, "draws": 0, "losses": 0, "events3": 0, "started_from": other})
+    return None
+
+
 def _rate_once(
     r0: float, n_eff: float, history: str, special: bool, opp_ratings: Sequence[float], score: float,
     opponents: Sequence[str], multiplier: float, dual_regular: bool, params: UscfParams,
@@ -465,7 +496,7 @@ def plan_category(
     ids = sorted(played)
     before: dict[str, RatingState] = {}
     for pid in ids:
-        st = states.get(key(pid, category))
+        st = states.get(key(pid, category)) or start_from_other(pid, category, states, params)
         if st is None:
             p = listed.get(pid)
             st = start_state(age_at(p.age, p.birth_year, at) if p is not None else None, params)
