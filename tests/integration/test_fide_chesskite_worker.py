@@ -76,3 +76,51 @@ async def test_fide_tournaments_over_months_equal_replay(database_url, broker, t
         assert sorted(await history_payloads(conn)) == sorted(out.getvalue().splitlines())
     finally:
         await conn.close()
+
+
+def _imported(player: str, category: str, rating: int) -> bytes:
+    data = {"player_id": player, "system": "fide", "category": category, "rating": rating, "games": 60,
+            "imported_at": "2026-11-01T00:00:00Z"}
+    return orjson.dumps({"specversion": "1.0", "id": f"imp-{player}-{category}", "source": "/fide-list",
+                         "type": "rating.imported", "time": data["imported_at"], "data": data})
+
+
+def _rapid_event(i: int, pairs: list[tuple[str, str, str]], day: int) -> bytes:
+    at = f"2026-11-{day:02d}T18:00:00Z"
+    ids = sorted({p for w, b, _ in pairs for p in (w, b)})
+    return orjson.dumps({"specversion": "1.0", "id": f"rapid-{i}", "source": "/fide", "type": "event.finished",
+                         "time": at, "data": {"competition_id": f"r{i}", "kind": "fide", "rated": True,
+                                              "finished_at": at, "rating_type": "rapid",
+                                              "players": [{"player_id": p} for p in ids],
+                                              "games": [{"round": n + 1, "white": w, "black": b, "result": r}
+                                                        for n, (w, b, r) in enumerate(pairs)]}})
+
+
+@pytest.mark.parametrize("batch_size", [1, 50])
+async def test_rapid_newcomers_with_a_standard_rating_are_rated_through_the_worker(database_url, broker, topics,
+                                                                                  batch_size):
+    """Issue 20, item 3 (FIDE Rapid and Blitz Rating Regulations, unrated players): s1 and s2 hold only
+    standard ratings; their rapid games are rated for them and for their rapid-rated opponents, exactly
+    as replay rates them, and s1's first rapid record is not provisional and has no rating before."""
+    values = [_imported("s1", "standard", 2000), _imported("s2", "standard", 1700),
+              _imported("r1", "rapid", 1800), _imported("r2", "rapid", 1900),
+              _rapid_event(1, [("s1", "r1", "1-0"), ("r2", "s2", "1/2-1/2"), ("s1", "s2", "1-0")], 10),
+              _rapid_event(2, [("r1", "s2", "0-1"), ("u", "r2", "1-0")], 20)]
+    await produce(broker.bootstrap_servers, topics.input, values)
+    async with running_worker(worker_config(database_url, broker, topics, batch_size=batch_size)):
+        assert await wait_processed(database_url, len(values)) == len(values)
+        published = await read_topic(broker.bootstrap_servers, topics.output, at_least=11)
+    out = io.BytesIO()
+    memory = await replay(values, out)
+    assert_same(await stored_ratings(database_url), memory)
+    changes = [orjson.loads(r.value)["data"] for r in published]
+    assert sorted(orjson.dumps(c, option=orjson.OPT_SORT_KEYS) for c in changes) == sorted(
+        orjson.dumps(orjson.loads(x)["data"], option=orjson.OPT_SORT_KEYS) for x in out.getvalue().splitlines())
+    rapid = [c for c in changes if c["category"] == "rapid" and c["cause"]["type"] == "event.finished"]
+    s1 = next(c for c in rapid if c["player_id"] == "s1")
+    assert (s1["before"]["rating"], s1["delta"], s1["provisional"]) == (None, None, False)
+    assert s1["after"]["rating"] > 2000
+    # r1's game against s1 counted (rated against s1's standard 2000), and r2's against s2
+    assert {c["player_id"] for c in rapid if c["cause"]["ref"] == "r1"} == {"s1", "s2", "r1", "r2"}
+    # u holds no rating at all: pooled, and r2's game against him is not rated
+    assert [c["player_id"] for c in rapid if c["cause"]["ref"] == "r2"] == sorted(["r1", "s2", "u"])

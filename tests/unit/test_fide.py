@@ -382,7 +382,7 @@ def test_falling_below_1400_delists():
     states = {k("d"): after, k("o"): listed(1500, games=100)}
     out = fide.rate_event(event([("d", "o", "1/2-1/2")], when=DEC), states)
     (ch,) = out.changes
-    assert ch.key.player_id == "d" and ch.after.extra["pool"] == [[1500, 0.5]]
+    assert ch.key.player_id == "d" and ch.after.extra["pool"] == [[1500, 0.5, "2026-12"]]  # with its period
 
 
 # --- messages, keys, closures -------------------------------------------------------------------------
@@ -391,7 +391,8 @@ def test_falling_below_1400_delists():
 def test_keys_follow_the_rating_type():
     ev = event([("a", "b", "1-0")], rating_type="blitz")
     assert fide.players(ev) == ["a", "b"]
-    assert fide.state_keys(ev) == [k("a", "blitz"), k("b", "blitz")]
+    assert fide.state_keys(ev) == [k("a", "blitz"), k("b", "blitz"), k("a"), k("b")]  # standard: rated with it
+    assert fide.state_keys(event([("a", "b", "1-0")])) == [k("a"), k("b")]
 
 
 def test_unrated_event_changes_nothing():
@@ -424,3 +425,100 @@ def test_bad_events_rejected():
         fide.rate_event(event([("a", "a", "1-0")]), {})
     with pytest.raises(ValueError):
         fide.rate_event(event([("a", "b", "1-0")], players=["a"]), {})
+
+
+# --- issue 20: the rules as the federation applies them --------------------------------------------------
+
+
+def test_junior_k_40_only_for_a_junior_never_rated_2300():
+    """Rating Regulations (1 March 2024, amended 1 October 2025) section 8.3.3: K 40 for a junior "while
+    their rating is under 2300"; the published lists apply it to a junior never rated 2300 or more (specs
+    section 2.3, precedence 2): the peak decides, not the current rating."""
+    born = 2010
+    was_2310 = listed(2250, games=100, peak=2310.0, birth_year=born)
+    never = listed(2250, games=100, peak=2290.0, birth_year=born)
+    states = {k("a"): was_2310, k("b"): never, k("o"): listed(2250, games=100)}
+    out = by_player(fide.rate_event(event([("a", "o", "1-0"), ("b", "o", "1-0")], births={"a": born, "b": born}),
+                                    states))
+    assert out["a"][0].after.extra["k"] == 20 and out["b"][0].after.extra["k"] == 40
+    assert fide.k_factor(2250, 2310, 100, born, 2026) == 20 and fide.k_factor(2250, 2290, 100, born, 2026) == 40
+    assert fide.k_factor(2250, None, 100, born, 2026, ever_2300=True) == 20  # an imported list's word
+
+
+def _import(rating, **fields):
+    from worker.ratings.inputs import RatingImported
+
+    return fide.imported_state(RatingImported("p", "fide", "standard", rating, NOV, **fields), 1)
+
+
+def test_imports_carry_the_list_s_k_for_the_next_period():
+    """RULES.md FIDE: the official list publishes each player's K (section 8.3.3), not his games: an
+    imported `k` is the K of the next period; a K of 10 means ever 2400, a K of 10 or 20 without games
+    means at least 30 games (never K 40 for a new player)."""
+    o = listed(2000, games=100)
+    cases = {
+        "adult_k20_no_games": (_import(2000, k=20), 20, 20),
+        "former_2400_k10": (_import(2250, k=10), 10, 10),  # K 10 for good: ever 2400
+        "flag_ever_2400": (_import(2250, games=100, ever_2400=True), 10, 10),
+        "list_k40_then_rules": (_import(2000, k=40, games=100), 40, 20),  # 40 once, then the worker's rules
+    }
+    for name, (state, first, then) in cases.items():
+        states = {k("p"): state, k("o"): o}
+        out = fide.rate_event(event([("p", "o", "1-0")]), states)
+        p = by_player(out)["p"][-1].after
+        assert p.extra["k"] == first, name
+        assert "k_next" not in p.extra, name  # used once
+        apply(out, states)
+        states[k("o")] = o
+        nxt = by_player(fide.rate_event(event([("p", "o", "1-0")], when=DEC), states))["p"][-1].after
+        assert nxt.extra["k"] == then, name
+    # without k a new import with no games is K 40 (under 30 games), as before
+    states = {k("p"): _import(2000), k("o"): o}
+    assert by_player(fide.rate_event(event([("p", "o", "1-0")]), states))["p"][0].after.extra["k"] == 40
+
+
+def test_first_rating_pool_spans_at_most_26_months():
+    """Section 7.1.4: a first rating rests on games "pooled over consecutive periods of at most 26 months";
+    older pooled results leave the pool (they stay counted in `games`)."""
+    opps = {k(f"o{i}"): listed(1600, games=100) for i in range(5)}
+    first = event([("new", "o0", "1-0"), ("new", "o1", "1/2-1/2"), ("new", "o2", "1-0")], when=at(2024, 1, 10))
+
+    def after_second(when):
+        states = dict(opps)
+        apply(fide.rate_event(first, states), states)
+        out = fide.rate_event(event([("new", "o3", "1/2-1/2"), ("new", "o4", "0-1")], when=when), states)
+        return out.changes[0].after
+
+    kept = after_second(at(2026, 2, 10))  # 2024-01 .. 2026-02: 26 periods
+    assert kept.extra["published"] is not None and kept.games == 5
+    dropped = after_second(at(2026, 3, 10))  # 2024-01 is 26 months before 2026-03: out of the window
+    assert dropped.extra["published"] is None and dropped.games == 5
+    assert [e[2] for e in dropped.extra["pool"]] == ["2026-03", "2026-03"]
+    assert fide.months_between("2024-01", "2026-03") == 26
+
+
+def test_rapid_newcomer_with_a_standard_rating_is_rated_with_it():
+    """FIDE Rapid and Blitz Rating Regulations (1 March 2024), unrated players: a player without a rapid
+    (blitz) rating who holds a standard rating is considered rated with it; his opponents' games against
+    him are rated, and his own rapid rating starts from it (RULES.md FIDE)."""
+    states = {k("n"): listed(2000, games=100), k("o", "rapid"): listed(1800, games=100),
+              k("u", "rapid"): listed(1800, games=100)}
+    out = fide.rate_event(event([("n", "o", "1-0"), ("u", "o", "1/2-1/2")], rating_type="rapid"), states)
+    per = by_player(out)
+    (n,) = per["n"]
+    assert n.key == k("n", "rapid") and n.before.version == 0 and not n.provisional
+    # 2000 against 1800: D = 200, PD .76; K 40 (no rapid games yet), a win: +9.6 on 2000
+    assert n.after.extra["published"] == 2000 and n.after.rating == pytest.approx(2000 + 40 * 0.24)
+    assert fide.listed_rating(n.after) == n.after.rating
+    (o,) = per["o"]  # rated against n's standard 2000, not left out: PD .24
+    assert o.after.extra["period_games"] == 2
+    assert o.after.rating == pytest.approx(1800 + 20 * ((0 - 0.24) + (0.5 - 0.5)))
+    # his first close publishes his own rapid rating from it
+    apply(out, states)
+    closed = fide.close_period(states[k("n", "rapid")], DEC)
+    assert closed.extra["published"] == 2010
+    # without a standard rating he is an unrated player, pooled, and o's game against him not rated
+    states2 = {k("o", "rapid"): listed(1800, games=100)}
+    out2 = fide.rate_event(event([("n", "o", "1-0")], rating_type="rapid"), states2)
+    assert [c.key.player_id for c in out2.changes] == ["n"] and out2.changes[0].provisional
+    assert out2.left_out == (("o", "unrated_opponent"),)

@@ -59,6 +59,19 @@ def test_csv_cells_become_typed_data_and_empty_cells_are_absent():
     assert type(records[0].data["rating"]) is int and type(records[1].data["rating"]) is float
 
 
+def test_csv_fide_list_k_and_ever_columns_are_typed():
+    """Issue 20, item 4: a FIDE list's K and what it says of the past, from CSV columns."""
+    text = ("player_id,system,category,rating,k,ever_2300,ever_2400,imported_at\n"
+            "gm,fide,standard,2350,10,yes,TRUE,2026-11-01T00:00:00Z\n"
+            "jr,fide,standard,1900,40,0,,2026-11-01T00:00:00Z\n"
+            "bad,fide,standard,1900,20,maybe,,2026-11-01T00:00:00Z\n")
+    records = list(read_csv(io.BytesIO(text.encode())))
+    assert records[0].data == {"player_id": "gm", "system": "fide", "category": "standard", "rating": 2350, "k": 10,
+                               "ever_2300": True, "ever_2400": True, "imported_at": T0}
+    assert records[1].data["k"] == 40 and records[1].data["ever_2300"] is False and "ever_2400" not in records[1].data
+    assert records[2].error == ("invalid_data", "data.ever_2300: 'maybe' is not true or false (or 1/0, yes/no)")
+
+
 def test_csv_header_is_case_insensitive_in_any_order_with_a_bom_and_other_columns_ignored():
     seen = []
     text = "\ufeffImported_At, Rating ,Name,PLAYER_ID,system,category\n2026-11-01T00:00:00Z,1500,Ann Smith,a1,chesskite,puzzle\n"

@@ -128,3 +128,26 @@ async def test_chesstempo_import_then_an_attempt_starts_from_it():
 async def test_chesstempo_import_with_a_volatility_is_a_bad_message():
     _, changes, errors = await run([imported(1, "anna", "chesstempo", "blitz", 1900.0, volatility=0.06)])
     assert changes == [] and "volatility" in errors
+
+
+async def test_fide_import_with_the_list_k_rates_the_next_period_with_it():
+    """Issue 20, item 4: an adult imported with the list's K 20 and no games is rated with K 20, not 40."""
+    _, changes, errors = await run([
+        imported(1, "adult", "fide", "standard", 1800, k=20),
+        imported(2, "peer", "fide", "standard", 1800, games=100),
+        fide_event(1, ["adult", "peer"], [("adult", "peer", "1-0")], "2026-11-10"),
+    ])
+    assert errors == ""
+    adult = [c for c in changes if c["player_id"] == "adult"][-1]
+    assert adult["after"]["rating"] == 1810.0  # 1800 + 20 x 0.5
+
+
+async def test_list_k_and_ever_flags_on_another_system_or_out_of_range_are_bad_messages():
+    """CONTRACT.md rating.imported: `k`, `ever_2300`, `ever_2400` on another system make the message bad."""
+    lines = [imported(1, "a", "csr", "blitz", 1500.0, k=20), imported(2, "b", "uscf", "regular", 1500.0,
+                                                                      ever_2400=True),
+             imported(3, "c", "fide", "standard", 1800, k=30), imported(4, "d", "fide", "standard", 1800,
+                                                                       ever_2300="yes")]
+    _, changes, errors = await run(lines)
+    assert changes == [] and [e.split(":")[0] for e in errors.splitlines()] == [f"line {i}" for i in (1, 2, 3, 4)]
+    assert "only a fide import carries the list's K" in errors.splitlines()[0]

@@ -192,12 +192,21 @@ def uscf_section() -> str:
               f"(the old formula gave {round(uscf.old_provisional_rating(1500, 5, (500,), 1.0))}).")
     dual = (f"Dual-rated events (minutes + increment 30 to 65): the Regular K is multiplied by "
             f"{uscf.dual_factor(2300):.2f} at 2300 and {uscf.dual_factor(2500):.2f} from 2500.")
+    regular = RatingState(1850.0, None, None, 40, None, None, 3, {"wins": 20, "draws": 0, "losses": 20, "events3": 8})
+    from_regular = uscf.start_from_other("p", "quick", {uscf.key("p", "regular"): regular})
+    from_quick = uscf.start_from_other("p", "blitz", {uscf.key("p", "quick"): regular})
+    first = (f"A first rating in one type starts from the player's other US Chess rating (Quick from Regular, else "
+             f"Blitz; Blitz from Quick, else Regular; Regular from Quick, else Blitz), as it was before the event: "
+             f"Regular 1850 over 40 games gives a first Quick rating from {from_regular.rating:g} on "
+             f"{from_regular.games} games; from Quick or Blitz it is based on {from_quick.games} games. Without "
+             f"one: 50 × age up to 26 (at least 100), else {uscf.initial_rating(None):g}.")
     return "\n\n".join([
         "## US Chess (regular, quick, blitz)", "### Expected score", expected,
         "### Effective games and K", caps,
         "### Worked example: 1500 with 40 games, opponents 1400, 1550, 1600, 1700 (bonus multiplier "
         f"{pre_b:g}, an event before 2023-02-01)", example,
         "### Special formula and floors", floors, dual,
+        "### First ratings", first,
     ])
 
 
@@ -212,8 +221,9 @@ def fide_section() -> str:
                     for lo, hi in edges])
     win, draw, loss = (20 * (s - fide.expected_score(1500, 1700)) for s in (1.0, 0.5, 0.0))
     k_rows = [["reached 2400 once", fide.k_factor(2350, 2405, 100, None, 2026)],
-              ["junior (until the end of the year of the 18th birthday), under 2300",
+              ["junior (until the end of the year of the 18th birthday), never rated 2300 or more",
                fide.k_factor(1900, None, 100, 2010, 2026)],
+              ["junior rated 2310 once, 2250 now (the peak decides)", fide.k_factor(2250, 2310, 100, 2010, 2026)],
               ["fewer than 30 games", fide.k_factor(1900, None, 12, None, 2026)],
               ["everyone else", fide.k_factor(1900, None, 100, None, 2026)],
               ["K 20 with 39 games in the period (K × n at most 700)", fide.capped_k(20, 39)]]
@@ -222,11 +232,18 @@ def fide_section() -> str:
         "## FIDE (standard, rapid, blitz)",
         "### Expected score (table 8.1.2; a difference over 400 counts as 400)", table,
         "### K", _table(["Player", "K"], k_rows),
+        "An imported list rating carries the list's K (`k`: the K of the player's next period), and "
+        "`ever_2300` / `ever_2400`; a K of 10 counts as ever 2400, a K of 10 or 20 without `games` as at least "
+        "30 games.",
         f"### Example\n\n1500 against 1700 with K 20: expected {fide.expected_score(1500, 1700):.2f}; a win "
         f"{_signed(win)}, a draw {_signed(draw)}, a loss {_signed(loss)}. Changes are summed over the month and "
         f"rounded half away from zero when it closes: −2.5 becomes {_signed(fide.round_half_away(-2.5))}.",
         f"### First rating\n\n5 games, 3 points, opponents summing to {sum(r for r, _ in pool)}, with two "
-        f"hypothetical 1800 draws: {fide.first_rating(pool)} (published only from 1400, at most 2200).",
+        f"hypothetical 1800 draws: {fide.first_rating(pool)} (published only from 1400, at most 2200). The games "
+        f"pooled for it span at most {fide.PARAMS.first_rating_months} months: older ones leave the pool.",
+        "### Rapid and blitz newcomers\n\nA player without a rapid (blitz) rating who holds a standard rating "
+        "is rated with it, and his opponents' games against him are rated; his own rapid (blitz) rating starts "
+        "from it and is published at his first close.",
     ])
 
 

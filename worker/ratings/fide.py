@@ -6,15 +6,21 @@ Current regulations, not the seed's simplifications:
   of more than 400 counts as 400; in standard chess from 2025-10-01 not for a player rated 2650 or more
   (the player whose change is computed); in rapid and blitz from 2024-12-01 a game between players 600
   or more apart, one of them rated above 2600, is not rated at all.
-- K, fixed at the player's first game of a rating period: 10 once a published rating reached 2400
-  (the state's peak), else 40 for a junior (until the end of the year of the 18th birthday) rated under
-  2300, else 40 under 30 games, else 20; then capped so that K x n <= 700 over the period's n games.
+- K, fixed at the player's first game of a rating period (section 8.3.3): 10 once a published rating
+  reached 2400 (the state's peak), else 40 for a junior (until the end of the year of the 18th birthday)
+  never rated 2300 or more (the peak, not the current rating), else 40 under 30 games, else 20; then
+  capped so that K x n <= 700 over the period's n games. An imported list's K (`k`) is the K of the next
+  period; its `ever_2300` / `ever_2400` count as a peak that high (RULES.md FIDE).
 - Rating period = calendar month (UTC) of `finished_at`. Expected scores use published (list) ratings.
   The live rating is published + K x sum(score - PD); the period is closed (rounded half away from zero
   into the new published rating, its own RatingChange) when an event of a later month involves the
   player. An event from an earlier month than the open period is rated into the open period.
-- Unrated players pool their games against rated opponents; a first rating, once based on >= 5 games:
+- Unrated players pool their games against rated opponents; a first rating, once based on >= 5 games
+  within the last 26 months (section 7.1.4: older pooled results leave the pool):
   Ra with two hypothetical 1800 opponents scored as draws, Ru = Ra + dp(p), at most 2200, only if >= 1400.
+- Rapid and blitz: a player without a rating of that type who holds a standard rating is rated with it
+  and is a rated player for his opponents (rapid and blitz regulations); his own rating of that type
+  starts from it (published = his standard rating until his first close).
   Rated players' games against unrated opponents are not rated for the rated player. A rating that
   falls below 1400 is delisted: the player is unrated again.
 
@@ -26,8 +32,11 @@ State layout (RatingState of (player, "fide", rating_type)):
 - `games`: rated games, including those pooled for the first rating; `peak`: the highest published rating.
 - `extra`: {"published": int | None, "period": "YYYY-MM" | None (the open period), "k": int | None (K
   fixed at the period's first game, before the cap), "period_games": n, "sum": sum(score - PD) over the
-  period (a multiple of 0.01, kept exact as hundredths internally), "pool": [[opponent rating, score],
-  ...] for an unlisted player, "birth_year": int | None}.
+  period (a multiple of 0.01, kept exact as hundredths internally), "pool": [[opponent rating, score,
+  period], ...] for an unlisted player (an entry without its period, stored by an earlier version, never
+  ages out), "birth_year": int | None}; from an import, while they matter: "k_next" (the list's K, for
+  the next period), "ever_2300", "ever_2400" (true) and "games_at_least" (30: a list K of 10 or 20 with
+  no games given).
 - A state without "published" in `extra` (a `rating.imported` FIDE rating) is a listed, published
   rating with no open period.
 """
@@ -96,6 +105,7 @@ class FideParams:
     rapid_blitz_unrated_since: float = _epoch(2024, 12, 1)
     listed_from: int = 1400
     first_rating_games: int = 5
+    first_rating_months: int = 26  # section 7.1.4: a first rating's games span at most 26 months
     first_rating_max: int = 2200
     hypothetical_rating: int = 1800
     hypothetical_games: int = 2  # scored as draws
@@ -183,12 +193,20 @@ def k_factor(
     birth_year: int | None,
     year: int,
     params: FideParams = PARAMS,
+    *,
+    ever_2300: bool = False,
+    ever_2400: bool = False,
 ) -> int:
-    """K before the cap, in the precedence 10 / 40 junior / 40 new / 20."""
+    """K before the cap, in the precedence 10 / 40 junior / 40 new / 20 (section 8.3.3).
+
+    The highest rating is the peak (a published rating or an imported peak), not the current one: K 10
+    once it reached 2400, and no junior K 40 once it reached 2300 ("a junior never rated 2300 or more",
+    the precedence the published lists follow, specs section 2.3). `ever_2300` / `ever_2400` are an
+    imported list's word for a peak the worker has not seen."""
     best = published if peak is None else max(peak, published)
-    if best >= params.top_from:
+    if best >= params.top_from or ever_2400:
         return params.k_top
-    if is_junior(birth_year, year, params) and published < params.junior_below:
+    if is_junior(birth_year, year, params) and best < params.junior_below and not ever_2300:
         return params.k_junior
     if games < params.new_player_games:
         return params.k_new
@@ -208,8 +226,8 @@ def first_rating(pool: list, params: FideParams = PARAMS) -> int:
     p is rounded to two decimals (half up) before the table look-up; Ru half away from zero.
     """
     n = len(pool) + params.hypothetical_games
-    total = sum(Fraction(r) for r, _ in pool) + params.hypothetical_rating * params.hypothetical_games
-    score = sum(Fraction(s) for _, s in pool) + Fraction(params.hypothetical_games, 2)
+    total = sum(Fraction(e[0]) for e in pool) + params.hypothetical_rating * params.hypothetical_games
+    score = sum(Fraction(e[1]) for e in pool) + Fraction(params.hypothetical_games, 2)
     ra = total / n
     p = round_half_away(score * 100 / n)
     return min(round_half_away(ra + dp_for(p)), params.first_rating_max)
@@ -221,6 +239,17 @@ def first_rating(pool: list, params: FideParams = PARAMS) -> int:
 def month_of(at: float) -> str:
     """The rating period (UTC calendar month) of a time: "YYYY-MM"."""
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m")
+
+
+def months_between(earlier: str, later: str) -> int:
+    """Whole months from one period ("YYYY-MM") to another: 2024-11 -> 2026-12 is 25."""
+    return (int(later[:4]) - int(earlier[:4])) * 12 + int(later[5:7]) - int(earlier[5:7])
+
+
+def recent_pool(pool: list, period: str, params: FideParams = PARAMS) -> list:
+    """The pooled results a first rating may rest on in `period`: those of the last 26 periods, this one
+    included (section 7.1.4). An entry stored without its period (an earlier version) is kept."""
+    return [e for e in pool if len(e) < 3 or months_between(e[2], period) < params.first_rating_months]
 
 
 def key(player_id: str, rating_type: str) -> StateKey:
@@ -237,6 +266,20 @@ class View(NamedTuple):
     hundredths: int
     pool: list
     birth_year: int | None
+    # From an import (RULES.md FIDE): the list's K for the next period, and what the list says of the past.
+    k_next: int | None = None
+    ever_2300: bool = False
+    ever_2400: bool = False
+    games_at_least: int = 0
+
+
+def _imported_flags(extra: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "k_next": extra.get("k_next"),
+        "ever_2300": bool(extra.get("ever_2300", False)),
+        "ever_2400": bool(extra.get("ever_2400", False)),
+        "games_at_least": int(extra.get("games_at_least", 0)),
+    }
 
 
 def view(state: RatingState | None) -> View:
@@ -244,7 +287,8 @@ def view(state: RatingState | None) -> View:
         return View(None, None, None, 0, 0, [], None)
     extra = state.extra or {}
     if "published" not in extra:  # an imported list rating
-        return View(round_half_away(state.rating), None, None, 0, 0, [], extra.get("birth_year"))
+        return View(round_half_away(state.rating), None, None, 0, 0, [], extra.get("birth_year"),
+                    **_imported_flags(extra))
     return View(
         extra["published"],
         extra.get("period"),
@@ -253,11 +297,12 @@ def view(state: RatingState | None) -> View:
         round(float(extra.get("sum", 0.0)) * 100),
         [list(e) for e in extra.get("pool", ())],
         extra.get("birth_year"),
+        **_imported_flags(extra),
     )
 
 
 def _extra(v: View) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "published": v.published,
         "period": v.period,
         "k": v.k,
@@ -266,6 +311,16 @@ def _extra(v: View) -> dict[str, Any]:
         "pool": [list(e) for e in v.pool],
         "birth_year": v.birth_year,
     }
+    # Only while they say something: a state without them reads as without (view's defaults).
+    if v.k_next is not None:
+        out["k_next"] = v.k_next
+    if v.ever_2300:
+        out["ever_2300"] = True
+    if v.ever_2400:
+        out["ever_2400"] = True
+    if v.games_at_least:
+        out["games_at_least"] = v.games_at_least
+    return out
 
 
 def listed_rating(state: RatingState) -> float | None:
@@ -311,8 +366,13 @@ def players(event: EventFinished) -> list[str]:
 
 
 def state_keys(event: EventFinished) -> list[StateKey]:
-    """One FIDE state per listed player, in the event's rating type."""
-    return [key(p.player_id, event.rating_type) for p in event.players]
+    """One FIDE state per listed player, in the event's rating type; in rapid and blitz also his standard
+    one, which rates a player who has no rating of that type (read always, not only when the other is
+    missing: a close earlier in the same batch may have just delisted it)."""
+    keys = [key(p.player_id, event.rating_type) for p in event.players]
+    if event.rating_type != "standard":
+        keys += [key(p.player_id, "standard") for p in event.players]
+    return keys
 
 
 def _check(event: EventFinished) -> None:
@@ -327,6 +387,22 @@ def _check(event: EventFinished) -> None:
     for g in event.games:
         if g.white == g.black or g.white not in listed or g.black not in listed or g.result not in SCORES:
             raise ValueError(f"event {event.competition_id}: bad game in round {g.round}")
+
+
+def _standard_rating(states: Mapping[StateKey, RatingState], pid: str) -> int | None:
+    """His standard published rating, if he is listed in standard."""
+    return view(states.get(key(pid, "standard"))).published
+
+
+def _open_period(v: View, before: RatingState, period: str, birth: int | None, params: FideParams) -> View:
+    """A listed player's first game of a period: K fixed for the period (section 8.3.3), an imported
+    list's K first (RULES.md FIDE: the K of the next period), used once."""
+    if v.k_next is not None:
+        k0 = v.k_next
+    else:
+        k0 = k_factor(v.published, before.peak, max(before.games, v.games_at_least), birth, int(period[:4]),
+                      params, ever_2300=v.ever_2300, ever_2400=v.ever_2400)
+    return v._replace(period=period, k=k0, k_next=None, n=0, hundredths=0)
 
 
 def rate_event(
@@ -360,6 +436,10 @@ def rate_event(
             st = after
         current[pid] = st
     pub = {pid: view(current[pid]).published for pid in ids}
+    # Rapid and blitz: no rating of the type, a standard rating: rated with it (FIDE Rapid and Blitz
+    # Rating Regulations, unrated players; RULES.md FIDE).
+    standard = {pid: _standard_rating(states, pid) for pid in ids if cat != "standard" and pub[pid] is None}
+    pub.update({pid: r for pid, r in standard.items() if r is not None})
 
     # 2. The games, against the published ratings (after the closes).
     rated: dict[str, list[tuple[int, int]]] = {pid: [] for pid in ids}  # (score, PD) in hundredths
@@ -378,11 +458,11 @@ def rate_event(
             why.setdefault(b, "unrated_opponent")
             continue
         if rw is None:
-            pooled[w].append([rb, sw / 100])
+            pooled[w].append([rb, sw / 100, month])
             why.setdefault(b, "unrated_opponent")
             continue
         if rb is None:
-            pooled[b].append([rw, sb / 100])
+            pooled[b].append([rw, sb / 100, month])
             why.setdefault(w, "unrated_opponent")
             continue
         if game_unrated(rw, rb, cat, at, params):
@@ -398,16 +478,15 @@ def rate_event(
         v = view(st)
         birth = births[pid] if births[pid] is not None else v.birth_year
         before = st if st is not None else RatingState(0.0)
+        if standard.get(pid) is not None:  # starts from his standard rating: a listed rating, no pool
+            v = v._replace(published=standard[pid], period=None, k=None, n=0, hundredths=0, pool=[])
         games = rated[pid] if v.published is not None else pooled[pid]
         if not games:
             continue  # why[pid] says why (or he played no game)
         last_at = at if before.last_at is None else max(before.last_at, at)
         if v.published is not None:
             if v.period is None:
-                period = month
-                year = int(period[:4])
-                k0 = k_factor(v.published, before.peak, before.games, birth, year, params)
-                v = v._replace(period=period, k=k0, n=0, hundredths=0)
+                v = _open_period(v, before, month, birth, params)
             v = v._replace(
                 n=v.n + len(games), hundredths=v.hundredths + sum(s - e for s, e in games), birth_year=birth
             )
@@ -422,10 +501,10 @@ def rate_event(
                 _extra(v),
             )
         else:
-            if params.disregard_first_zero_score and not v.pool and sum(s for _, s in games) == 0:
+            if params.disregard_first_zero_score and not v.pool and sum(g[1] for g in games) == 0:
                 why[pid] = "zero_score_first_event"  # disregarded (section 2.4): nothing pooled, no change
                 continue
-            v = v._replace(pool=v.pool + games, birth_year=birth)
+            v = v._replace(pool=recent_pool(v.pool, month, params) + games, birth_year=birth)
             rating, peak = before.rating, before.peak
             if len(v.pool) >= params.first_rating_games:
                 ru = first_rating(v.pool, params)
@@ -450,9 +529,24 @@ def rate_event(
 
 def imported_state(imp, version: int) -> RatingState:
     """A rating.imported's state: a published list rating with no open period (`view` reads a state
-    without "published" so)."""
-    extra = {"birth_year": imp.birth_year} if imp.birth_year is not None else None
-    return RatingState(float(imp.rating), None, None, imp.games or 0, imp.peak, imp.last_played_at, version, extra)
+    without "published" so), with what the list says of K (RULES.md FIDE): its `k` is the K of the next
+    period; a K of 10 means ever 2400 (and so 2300); a K of 10 or 20 without `games` means at least 30
+    games played (K 40 for a new player never follows from it)."""
+    extra: dict[str, Any] = {}
+    if imp.birth_year is not None:
+        extra["birth_year"] = imp.birth_year
+    k = getattr(imp, "k", None)
+    if k is not None:
+        extra["k_next"] = k
+    ever_2400 = bool(getattr(imp, "ever_2400", None)) or k == PARAMS.k_top
+    if ever_2400:
+        extra["ever_2400"] = True
+    if ever_2400 or getattr(imp, "ever_2300", None):
+        extra["ever_2300"] = True
+    if k in (PARAMS.k_top, PARAMS.k_default) and imp.games is None:
+        extra["games_at_least"] = PARAMS.new_player_games
+    return RatingState(float(imp.rating), None, None, imp.games or 0, imp.peak, imp.last_played_at, version,
+                       extra or None)
 
 
 SYSTEM = RatingSystem(

@@ -133,6 +133,11 @@ class RatingImported:
     peak: float | None = None
     birth_year: int | None = None
     last_played_at: float | None = None
+    # FIDE only (RULES.md FIDE): the list's K (the K of the next period), and whether he was ever rated
+    # 2300 / 2400 or more
+    k: int | None = None
+    ever_2300: bool | None = None
+    ever_2400: bool | None = None
 
 
 Payload = GameFinished | EventFinished | PuzzleAttempted | AccountClosed | RatingImported

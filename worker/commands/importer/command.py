@@ -184,7 +184,9 @@ Input: CSV with a header row, or JSON lines (one data object per line), told apa
 (.csv; .jsonl, .ndjson, .json; optionally .gz) or --format ('-' reads stdin and needs --format). The
 columns/fields are the rating.imported data fields:
   player_id, system, category, rating (required), rd, volatility, games, wins, draws, losses, events,
-  peak, birth_year, last_played_at, imported_at (required, or --imported-at)
+  peak, birth_year, last_played_at, imported_at (required, or --imported-at), and for FIDE k (10, 20
+  or 40: the K the list shows), ever_2300, ever_2400 (true/false, 1/0 or yes/no in CSV)
+A FIDE rating is the one on the list of the imported_at month (import the list as of its 1st).
 An empty cell (or a JSON null) is absent; cells are trimmed; other columns/fields are ignored (named
 once on stderr). Which fields each system holds: the worker's schemas/rating.imported.json; a
 field the system cannot hold (an RD for FIDE, a FIDE rating under 1400) makes the line bad.

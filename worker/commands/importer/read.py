@@ -21,10 +21,12 @@ from worker.contract.reasons import BadMessage
 # The `data` fields of rating.imported (schemas/rating.imported.json), in the contract's order.
 DATA_FIELDS = (
     "player_id", "system", "category", "rating", "rd", "volatility", "games", "wins", "draws", "losses",
-    "events", "peak", "birth_year", "last_played_at", "imported_at",
+    "events", "peak", "birth_year", "last_played_at", "imported_at", "k", "ever_2300", "ever_2400",
 )
 NUMBER_FIELDS = frozenset({"rating", "rd", "volatility", "peak"})
-INTEGER_FIELDS = frozenset({"games", "wins", "draws", "losses", "events", "birth_year"})
+INTEGER_FIELDS = frozenset({"games", "wins", "draws", "losses", "events", "birth_year", "k"})
+BOOLEAN_FIELDS = frozenset({"ever_2300", "ever_2400"})
+_BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 TIME_FIELDS = frozenset({"last_played_at", "imported_at"})
 REQUIRED_COLUMNS = ("player_id", "system", "category", "rating")
 
@@ -109,8 +111,18 @@ def csv_data(header: CsvHeader, cells: list[str]) -> dict[str, Any]:
         text = cells[index].strip()
         if not text:
             continue
-        data[name] = _number(name, text) if name in NUMBER_FIELDS or name in INTEGER_FIELDS else text
+        if name in BOOLEAN_FIELDS:
+            data[name] = _boolean(name, text)
+        else:
+            data[name] = _number(name, text) if name in NUMBER_FIELDS or name in INTEGER_FIELDS else text
     return data
+
+
+def _boolean(name: str, text: str) -> bool:
+    value = _BOOLEANS.get(text.lower())
+    if value is None:
+        raise BadMessage("invalid_data", f"data.{name}: {text[:40]!r} is not true or false (or 1/0, yes/no)")
+    return value
 
 
 def _text_lines(stream: IO[bytes]) -> IO[str]:
