@@ -78,22 +78,28 @@ async def test_fide_tournaments_over_months_equal_replay(database_url, broker, t
         await conn.close()
 
 
-def _imported(player: str, category: str, rating: int) -> bytes:
+def _imported(player: str, category: str, rating: int, imported_at: str = "2026-11-01T00:00:00Z") -> bytes:
     data = {"player_id": player, "system": "fide", "category": category, "rating": rating, "games": 60,
-            "imported_at": "2026-11-01T00:00:00Z"}
-    return orjson.dumps({"specversion": "1.0", "id": f"imp-{player}-{category}", "source": "/fide-list",
+            "imported_at": imported_at}
+    return orjson.dumps({"specversion": "1.0", "id": f"imp-{player}-{category}-{imported_at[:7]}",
+                         "source": "/fide-list",
                          "type": "rating.imported", "time": data["imported_at"], "data": data})
 
 
-def _rapid_event(i: int, pairs: list[tuple[str, str, str]], day: int) -> bytes:
-    at = f"2026-11-{day:02d}T18:00:00Z"
+def _fide_event(ident: str, pairs: list[tuple[str, str, str]], finished: str, rating_type: str = "standard",
+                started: str | None = None) -> bytes:
     ids = sorted({p for w, b, _ in pairs for p in (w, b)})
-    return orjson.dumps({"specversion": "1.0", "id": f"rapid-{i}", "source": "/fide", "type": "event.finished",
-                         "time": at, "data": {"competition_id": f"r{i}", "kind": "fide", "rated": True,
-                                              "finished_at": at, "rating_type": "rapid",
-                                              "players": [{"player_id": p} for p in ids],
-                                              "games": [{"round": n + 1, "white": w, "black": b, "result": r}
-                                                        for n, (w, b, r) in enumerate(pairs)]}})
+    data = {"competition_id": ident, "kind": "fide", "rated": True, "finished_at": finished,
+            "rating_type": rating_type, "players": [{"player_id": p} for p in ids],
+            "games": [{"round": n + 1, "white": w, "black": b, "result": r} for n, (w, b, r) in enumerate(pairs)]}
+    if started is not None:
+        data["started_at"] = started
+    return orjson.dumps({"specversion": "1.0", "id": f"{ident}-end", "source": "/fide", "type": "event.finished",
+                         "time": finished, "data": data})
+
+
+def _rapid_event(i: int, pairs: list[tuple[str, str, str]], day: int) -> bytes:
+    return _fide_event(f"r{i}", pairs, f"2026-11-{day:02d}T18:00:00Z", "rapid")
 
 
 @pytest.mark.parametrize("batch_size", [1, 50])
@@ -124,3 +130,29 @@ async def test_rapid_newcomers_with_a_standard_rating_are_rated_through_the_work
     assert {c["player_id"] for c in rapid if c["cause"]["ref"] == "r1"} == {"s1", "s2", "r1", "r2"}
     # u holds no rating at all: pooled, and r2's game against him is not rated
     assert [c["player_id"] for c in rapid if c["cause"]["ref"] == "r2"] == sorted(["r1", "s2", "u"])
+
+
+@pytest.mark.parametrize("batch_size", [1, 50])
+async def test_an_event_across_a_list_date_is_rated_with_the_list_in_force_at_its_start(database_url, broker,
+                                                                                      topics, batch_size):
+    """Issue 20, item 5 (section 7.1.3): the December list is imported while a tournament that started in
+    November is under way; it is rated with the November ratings, one that started in December with the
+    December ones, and both go to the January list (they end after 28 November). Worker = replay."""
+    values = [_imported("a", "standard", 2000), _imported("b", "standard", 2000),
+              _imported("a", "standard", 2100, "2026-12-01T00:00:00Z"),
+              _fide_event("open-nov", [("a", "b", "1-0")], "2026-12-04T18:00:00Z", started="2026-11-27T10:00:00Z"),
+              _fide_event("open-dec", [("b", "a", "1-0")], "2026-12-12T18:00:00Z", started="2026-12-05T10:00:00Z")]
+    await produce(broker.bootstrap_servers, topics.input, values)
+    async with running_worker(worker_config(database_url, broker, topics, batch_size=batch_size)):
+        assert await wait_processed(database_url, len(values)) == len(values)
+        published = await read_topic(broker.bootstrap_servers, topics.output, at_least=7)
+    out = io.BytesIO()
+    memory = await replay(values, out)
+    assert_same(await stored_ratings(database_url), memory)
+    changes = [orjson.loads(r.value)["data"] for r in published]
+    assert len(changes) == len(out.getvalue().splitlines()) == 7
+    a = [c for c in changes if c["player_id"] == "a" and c["cause"]["type"] == "event.finished"]
+    # November list: 2000 v 2000, a win: +20 x 0.5 on the 2100 now published. December list: a 2100 v b
+    # 2000, D 100 -> PD .64, a loss: 20 x -0.64 more.
+    assert [c["after"]["rating"] for c in a] == [pytest.approx(2110.0), pytest.approx(2110.0 - 12.8)]
+    assert memory.states[StateKey("a", "fide", "standard")].extra["period"] == "2027-01"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import dataclasses
 from fractions import Fraction
 
 import pytest
@@ -17,7 +18,7 @@ def at(y, m, d, h=12):
 
 
 NOV = at(2026, 11, 15)
-NOV_LATE = at(2026, 11, 29)
+NOV_LATE = at(2026, 11, 28)  # the last day for the December list: it closes 3 days before (section 7.1.3)
 DEC = at(2026, 12, 10)
 
 
@@ -223,7 +224,7 @@ def test_rounding_at_close_minus_2_5_to_minus_3():
     assert top.rating == pytest.approx(2410.5)
     close = by_player(fide.rate_event(event([("top", "x", "1/2-1/2")], when=DEC), states))["top"][0]
     assert close.after.extra["published"] == 2410 and close.after.rating == 2410.0  # -2.5 -> -3
-    assert close.after.extra["period"] is None or close.after.extra["period"] == "2026-12"
+    assert close.after.extra["period"] is None
     assert close.after.extra["sum"] == 0.0 and close.after.version == top.version + 1
 
 
@@ -260,22 +261,23 @@ def test_two_tournaments_in_a_month_then_the_roll_over():
     a1 = states[k("a")]
     # 20 x ((1 - .50) + (.5 - .64)) = 20 x 0.36 = 7.2
     assert a1.rating == pytest.approx(1807.2) and a1.extra["published"] == 1800
-    assert a1.extra["period"] == "2026-11" and a1.extra["period_games"] == 2
+    assert a1.extra["period"] == "2026-12" and a1.extra["period_games"] == 2  # the December list
     out2 = fide.rate_event(event([("d", "a", "1-0")], when=NOV_LATE), states)
-    assert [len(v) for v in by_player(out2).values()] == [1, 1]  # same month: no close
+    assert [len(v) for v in by_player(out2).values()] == [1, 1]  # same list: no close
     apply(out2, states)
     a2 = states[k("a")]
     # the same period: expectations still from the published 1800 (not the live 1807.2): .36 - .36 = 0
     assert a2.extra["sum"] == pytest.approx(0.0) and a2.rating == 1800.0 and a2.extra["period_games"] == 3
     assert a2.version == 5 and a2.games == 103
-    # December: a's and b's November periods close (own changes) before the December game is rated.
+    # December 10th (the January list): a's and b's December periods close (own changes) before the
+    # game is rated, against the December list's ratings (in force at its start).
     out3 = fide.rate_event(event([("a", "b", "1-0")], when=DEC), states)
     per = by_player(out3)
     a_close, a_game = per["a"]
     assert a_close.after.extra["published"] == 1800 and a_close.after.rating == 1800.0
     assert a_close.before.rating == 1800.0  # emitted even though the rounded rating equals the live one
     assert a_close.after.version == 6 and a_game.after.version == 7
-    assert a_game.after.extra["period"] == "2026-12" and a_game.after.extra["period_games"] == 1
+    assert a_game.after.extra["period"] == "2027-01" and a_game.after.extra["period_games"] == 1
     b_close, b_game = per["b"]
     assert b_close.after.extra["published"] == 1790  # lost to a at 1800 in November: 20 x -0.5
     assert a_game.after.rating == pytest.approx(1800 + 20 * (1 - 0.51))  # against b's new 1790
@@ -287,7 +289,7 @@ def test_an_event_from_an_earlier_month_goes_into_the_open_period():
     apply(fide.rate_event(event([("a", "b", "1-0")], when=DEC), states), states)
     out = fide.rate_event(event([("a", "b", "1-0")], when=NOV), states)
     a = by_player(out)["a"]
-    assert len(a) == 1 and a[0].after.extra["period"] == "2026-12" and a[0].after.extra["period_games"] == 2
+    assert len(a) == 1 and a[0].after.extra["period"] == "2027-01" and a[0].after.extra["period_games"] == 2
     assert a[0].after.rating == pytest.approx(1820.0)
     assert a[0].after.last_at == DEC  # last played only moves forward
 
@@ -382,7 +384,7 @@ def test_falling_below_1400_delists():
     states = {k("d"): after, k("o"): listed(1500, games=100)}
     out = fide.rate_event(event([("d", "o", "1/2-1/2")], when=DEC), states)
     (ch,) = out.changes
-    assert ch.key.player_id == "d" and ch.after.extra["pool"] == [[1500, 0.5, "2026-12"]]  # with its period
+    assert ch.key.player_id == "d" and ch.after.extra["pool"] == [[1500, 0.5, "2027-01"]]  # with its period
 
 
 # --- messages, keys, closures -------------------------------------------------------------------------
@@ -489,12 +491,12 @@ def test_first_rating_pool_spans_at_most_26_months():
         out = fide.rate_event(event([("new", "o3", "1/2-1/2"), ("new", "o4", "0-1")], when=when), states)
         return out.changes[0].after
 
-    kept = after_second(at(2026, 2, 10))  # 2024-01 .. 2026-02: 26 periods
+    kept = after_second(at(2026, 2, 10))  # the lists of 2024-02 .. 2026-03: 26 periods
     assert kept.extra["published"] is not None and kept.games == 5
-    dropped = after_second(at(2026, 3, 10))  # 2024-01 is 26 months before 2026-03: out of the window
+    dropped = after_second(at(2026, 3, 10))  # the 2024-02 list is 26 months before 2026-04: out
     assert dropped.extra["published"] is None and dropped.games == 5
-    assert [e[2] for e in dropped.extra["pool"]] == ["2026-03", "2026-03"]
-    assert fide.months_between("2024-01", "2026-03") == 26
+    assert [e[2] for e in dropped.extra["pool"]] == ["2026-04", "2026-04"]  # the April list (section 7.1.3)
+    assert fide.months_between("2024-02", "2026-04") == 26
 
 
 def test_rapid_newcomer_with_a_standard_rating_is_rated_with_it():
@@ -522,3 +524,50 @@ def test_rapid_newcomer_with_a_standard_rating_is_rated_with_it():
     out2 = fide.rate_event(event([("n", "o", "1-0")], rating_type="rapid"), states2)
     assert [c.key.player_id for c in out2.changes] == ["n"] and out2.changes[0].provisional
     assert out2.left_out == (("o", "unrated_opponent"),)
+
+
+def test_rating_period_is_the_list_whose_closing_date_follows_the_event_end():
+    """Section 7.1.3: lists are published on the 1st and close 3 days before; an event goes to the first
+    list whose closing date is on or after its end date (RULES.md FIDE); an explicit `rating_period` wins."""
+    assert fide.list_period(at(2026, 2, 26, 23)) == "2026-03"
+    assert fide.list_period(at(2026, 2, 27, 0)) == "2026-04"
+    assert fide.list_period(at(2028, 2, 26)) == "2028-03" and fide.list_period(at(2028, 2, 27)) == "2028-03"  # leap
+    assert fide.list_period(at(2026, 12, 29)) == "2027-01" and fide.list_period(at(2026, 12, 30)) == "2027-02"
+    ev = event([("a", "b", "1-0")], when=at(2026, 2, 27))
+    assert fide.event_period(ev) == "2026-04"
+    assert fide.event_period(dataclasses.replace(ev, rating_period="2026-03")) == "2026-03"
+
+
+def test_expected_scores_use_the_list_in_force_at_the_event_start():
+    """Section 7.1.3 (RULES.md FIDE): a tournament is rated with the ratings of the list in force at its
+    start, even when it ends after a later list was published. a won in November (the December list:
+    1800 -> 1810); a tournament from 25 November to 3 December still rates him at 1800 (the November
+    list), one that started on 1 December at 1810."""
+    states = {k("a"): listed(1800, games=100), k("b"): listed(1800, games=100), k("c"): listed(1810, games=100)}
+    apply(fide.rate_event(event([("a", "b", "1-0")], when=NOV), states), states)
+    across = dataclasses.replace(event([("a", "c", "1-0")], when=at(2026, 12, 3)), started_at=at(2026, 11, 25))
+    close, game = by_player(fide.rate_event(across, states))["a"]
+    assert close.after.extra["published"] == 1810 and close.after.extra["lists"][-1] == ["2026-12", 1810]
+    # against c (1810) on the November list: a is 1800, D = 10, PD .49: 20 x .51 = 10.2 on his new 1810
+    assert game.after.rating == pytest.approx(1810 + 20 * 0.51)
+    after_list = event([("a", "c", "1-0")], when=at(2026, 12, 3))  # started under the December list
+    assert by_player(fide.rate_event(after_list, states))["a"][1].after.rating == pytest.approx(1810 + 20 * 0.5)
+
+
+def test_an_import_is_the_rating_on_its_list_and_keeps_the_earlier_lists():
+    """RULES.md FIDE: importing the December list keeps the November one, so that a tournament that
+    started in November is rated with the November ratings."""
+    from worker.ratings.inputs import RatingImported
+
+    def imported(rating, day):
+        return RatingImported("p", "fide", "standard", rating, at(*day), games=100)
+
+    nov = fide.imported_state(imported(2000, (2026, 11, 1)), 1)
+    dec = fide.carried_lists(nov, fide.imported_state(imported(2050, (2026, 12, 1)), 2))
+    assert dec.extra["lists"] == [["2026-11", 2000], ["2026-12", 2050]]
+    states = {k("p"): dec, k("o"): listed(2000, games=100)}
+    ev = dataclasses.replace(event([("p", "o", "1-0")], when=at(2026, 12, 4)), started_at=at(2026, 11, 28))
+    (p,) = by_player(fide.rate_event(ev, states))["p"]
+    assert p.after.rating == pytest.approx(2050 + 20 * 0.5)  # expected from 2000 v 2000 (November list)
+    o = by_player(fide.rate_event(ev, states))["o"][0]
+    assert o.after.rating == pytest.approx(2000 - 20 * 0.5)

@@ -159,6 +159,16 @@ def test_a_fide_event_decodes_with_and_without_time_control():
     assert (e.time_control_minutes, e.time_control_increment) == (None, None)
 
 
+def test_a_fide_event_carries_its_start_and_rating_period():
+    """Issue 20, item 5: optional `started_at` (the list in force then rates it) and `rating_period`."""
+    e = decode(ce("event.finished", {**FIDE, "started_at": "2026-11-25T10:00:00+01:00",
+                                     "rating_period": "2026-12"})).payload
+    assert (e.started_at, e.rating_period) == (parse_time("2026-11-25T09:00:00Z"), "2026-12")
+    assert decode(ce("event.finished", FIDE)).payload.started_at is None
+    same_time = decode(ce("event.finished", {**FIDE, "started_at": FIDE["finished_at"]})).payload
+    assert same_time.started_at == same_time.finished_at
+
+
 def test_the_puzzle_examples_decode():
     m = decode(ce("puzzle.attempted", TEMPO))
     assert m.ref == "p-7731"
@@ -556,6 +566,16 @@ BAD = [
     (ce("rating.imported", {**IMPORTED, "volatility": 0.06}), "invalid_data", "data.volatility"),
     (ce("rating.imported", {**IMPORTED, "category": "bullet"}), "invalid_data", "data.category"),
     (ce("rating.imported", {**IMPORTED, "wins": 3}), "invalid_data", "data.wins"),
+    (ce("rating.imported", {**IMPORTED, "k": 30}), "invalid_data", "data.k"),
+    (ce("rating.imported", {**IMPORTED, "ever_2400": "yes"}), "invalid_data", "data.ever_2400"),
+    (ce("rating.imported", {**CSR_IMPORT, "k": 20}), "invalid_data", "data.k"),
+    (ce("rating.imported", {**CSR_IMPORT, "ever_2300": True}), "invalid_data", "data.ever_2300"),
+    (ce("event.finished", {**FIDE, "started_at": "2026-11-30T00:00:00Z"}), "invalid_rule", "data.started_at"),
+    (ce("event.finished", {**FIDE, "started_at": "2026-11-31T00:00:00Z"}), "invalid_data", "data.started_at"),
+    (ce("event.finished", {**FIDE, "rating_period": "2026-13"}), "invalid_data", "data.rating_period"),
+    (ce("event.finished", {**FIDE, "rating_period": "2026-1"}), "invalid_data", "data.rating_period"),
+    (ce("event.finished", {**USCF, "started_at": "2026-11-20T00:00:00Z"}), "invalid_data", "data.started_at"),
+    (ce("event.finished", {**USCF, "rating_period": "2026-12"}), "invalid_data", "data.rating_period"),
     # uscf
     (ce("rating.imported", {**IMPORTED, "system": "uscf", "category": "regular", "rd": 80}), "invalid_data", "data.rd"),
     (ce("rating.imported", {**IMPORTED, "system": "uscf", "category": "regular", "volatility": 0.1}), "invalid_data", "data.volatility"),

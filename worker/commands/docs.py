@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import calendar
 import sys
 
 from worker.ratings import chesskite, chesstempo, csr, elo, fide, glicko1, glicko2, tsr, uscf
@@ -241,10 +242,24 @@ def fide_section() -> str:
         f"### First rating\n\n5 games, 3 points, opponents summing to {sum(r for r, _ in pool)}, with two "
         f"hypothetical 1800 draws: {fide.first_rating(pool)} (published only from 1400, at most 2200). The games "
         f"pooled for it span at most {fide.PARAMS.first_rating_months} months: older ones leave the pool.",
+        "### Rating periods\n\nLists are published on the 1st of each month and close 3 days before: an event "
+        f"ending on 26 February 2026 goes to the {_month_name(fide.list_period(_utc(2026, 2, 26)))} list, one ending "
+        f"on 27 February to the {_month_name(fide.list_period(_utc(2026, 2, 27)))} list (unless it names its "
+        "`rating_period`). Its expected scores use the list in force when it started (`started_at`): a "
+        "tournament from 25 November to 3 December is rated with the November ratings even after the December "
+        "list came out. A player's open period is closed, rounded, when he plays an event of a later list.",
         "### Rapid and blitz newcomers\n\nA player without a rapid (blitz) rating who holds a standard rating "
         "is rated with it, and his opponents' games against him are rated; his own rapid (blitz) rating starts "
         "from it and is published at his first close.",
     ])
+
+
+def _utc(year: int, month: int, day: int) -> float:
+    return float(calendar.timegm((year, month, day, 12, 0, 0)))
+
+
+def _month_name(period: str) -> str:
+    return calendar.month_name[int(period[5:7])]
 
 
 def chesskite_section() -> str:

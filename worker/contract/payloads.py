@@ -165,6 +165,11 @@ def _event(d: dict) -> tuple[EventFinished, float, str, str]:
         games.append(EventGame(_int(g["round"]), white, black, g["result"]))
     tc = d.get("time_control")
     competition_id = d["competition_id"]
+    started_at = None
+    if "started_at" in d:
+        started_at, started_text = time_of(d["started_at"], "data.started_at")
+        if started_at > finished_at:
+            raise BadMessage("invalid_rule", f"data.started_at: {started_text} is after data.finished_at ({text})")
     return (
         EventFinished(
             competition_id,
@@ -177,6 +182,8 @@ def _event(d: dict) -> tuple[EventFinished, float, str, str]:
             None if tc is None else _float(tc["base_minutes"]),
             None if tc is None else _int(tc["increment_seconds"]),
             d.get("rating_type"),
+            started_at,
+            d.get("rating_period"),
         ),
         finished_at,
         text,

@@ -11,10 +11,14 @@ Current regulations, not the seed's simplifications:
   never rated 2300 or more (the peak, not the current rating), else 40 under 30 games, else 20; then
   capped so that K x n <= 700 over the period's n games. An imported list's K (`k`) is the K of the next
   period; its `ever_2300` / `ever_2400` count as a peak that high (RULES.md FIDE).
-- Rating period = calendar month (UTC) of `finished_at`. Expected scores use published (list) ratings.
-  The live rating is published + K x sum(score - PD); the period is closed (rounded half away from zero
-  into the new published rating, its own RatingChange) when an event of a later month involves the
-  player. An event from an earlier month than the open period is rated into the open period.
+- Rating period = the monthly list an event goes to (section 7.1.3): the first list (published on the
+  1st) whose closing date, 3 days before it, is on or after the event's end date, or the event's own
+  `rating_period`; named by the list's month. Expected scores use the ratings of the list in force at
+  the event's start (`started_at`, else its end), even when a later list came out meanwhile: each
+  state keeps its latest list ratings. The live rating is published + K x sum(score - PD); the period
+  is closed (rounded half away from zero into the new published rating, its own RatingChange) when an
+  event of a later period involves the player. An event of an earlier period than the open one is
+  rated into the open period.
 - Unrated players pool their games against rated opponents; a first rating, once based on >= 5 games
   within the last 26 months (section 7.1.4: older pooled results leave the pool):
   Ra with two hypothetical 1800 opponents scored as draws, Ru = Ra + dp(p), at most 2200, only if >= 1400.
@@ -36,7 +40,9 @@ State layout (RatingState of (player, "fide", rating_type)):
   period], ...] for an unlisted player (an entry without its period, stored by an earlier version, never
   ages out), "birth_year": int | None}; from an import, while they matter: "k_next" (the list's K, for
   the next period), "ever_2300", "ever_2400" (true) and "games_at_least" (30: a list K of 10 or 20 with
-  no games given).
+  no games given); "lists": [[list month, published rating or null], ...], the ratings of the latest
+  lists, oldest first, each valid from its list until the next ("0000-00": before any list the worker
+  knows of). A state without "lists" (an earlier version) has its published rating on every list.
 - A state without "published" in `extra` (a `rating.imported` FIDE rating) is a listed, published
   rating with no open period.
 """
@@ -46,7 +52,7 @@ from __future__ import annotations
 import calendar
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -106,6 +112,8 @@ class FideParams:
     listed_from: int = 1400
     first_rating_games: int = 5
     first_rating_months: int = 26  # section 7.1.4: a first rating's games span at most 26 months
+    closing_days_before_list: int = 3  # section 7.1.3: a list closes 3 days before its date
+    lists_kept: int = 13  # list ratings kept per state: an event that started up to a year ago
     first_rating_max: int = 2200
     hypothetical_rating: int = 1800
     hypothetical_games: int = 2  # scored as draws
@@ -237,8 +245,33 @@ def first_rating(pool: list, params: FideParams = PARAMS) -> int:
 
 
 def month_of(at: float) -> str:
-    """The rating period (UTC calendar month) of a time: "YYYY-MM"."""
+    """The UTC calendar month of a time: "YYYY-MM" (the list in force then is that month's)."""
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m")
+
+
+def _next_month(year: int, month: int) -> tuple[int, int]:
+    return (year, month + 1) if month < 12 else (year + 1, 1)
+
+
+def list_period(finished_at: float, params: FideParams = PARAMS) -> str:
+    """The list an event ending then goes to (section 7.1.3): the first list, published on the 1st, whose
+    closing date, 3 days before it, is on or after the event's end date (UTC): an event ending on 26
+    February goes to the March list, one ending on 27 February to the April list."""
+    end = datetime.fromtimestamp(finished_at, UTC).date()
+    year, month = _next_month(end.year, end.month)
+    if end > date(year, month, 1) - timedelta(days=params.closing_days_before_list):
+        year, month = _next_month(year, month)
+    return f"{year:04d}-{month:02d}"
+
+
+def event_period(event: EventFinished, params: FideParams = PARAMS) -> str:
+    """The event's rating period: its own `rating_period` when the platform knows it, else its list."""
+    return event.rating_period or list_period(event.finished_at, params)
+
+
+def list_in_force(event: EventFinished) -> str:
+    """The list whose ratings rate the event: the one in force at its start (`started_at`, else its end)."""
+    return month_of(event.started_at if event.started_at is not None else event.finished_at)
 
 
 def months_between(earlier: str, later: str) -> int:
@@ -271,6 +304,7 @@ class View(NamedTuple):
     ever_2300: bool = False
     ever_2400: bool = False
     games_at_least: int = 0
+    lists: tuple = ()  # ((list month, rating or None), ...), oldest first
 
 
 def _imported_flags(extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -279,6 +313,7 @@ def _imported_flags(extra: Mapping[str, Any]) -> dict[str, Any]:
         "ever_2300": bool(extra.get("ever_2300", False)),
         "ever_2400": bool(extra.get("ever_2400", False)),
         "games_at_least": int(extra.get("games_at_least", 0)),
+        "lists": tuple((m, r) for m, r in extra.get("lists", ())),
     }
 
 
@@ -320,7 +355,32 @@ def _extra(v: View) -> dict[str, Any]:
         out["ever_2400"] = True
     if v.games_at_least:
         out["games_at_least"] = v.games_at_least
+    if v.lists:
+        out["lists"] = [list(e) for e in v.lists]
     return out
+
+
+BEFORE_LISTS = "0000-00"  # a list month before every list: what held before the first one known
+
+
+def with_list(v: View, list_month: str, rating: int | None, params: FideParams = PARAMS) -> tuple:
+    """v's list ratings with `rating` from `list_month` on (a later list's entry replaced), the latest kept."""
+    known = v.lists or ((BEFORE_LISTS, v.published),)  # an earlier version's state: valid until now
+    kept = tuple(e for e in known if e[0] < list_month) + ((list_month, rating),)
+    return kept[-params.lists_kept:]
+
+
+def rating_on_list(v: View, list_month: str) -> int | None:
+    """His published rating on the list of `list_month`: the entry in force then; before the first one
+    kept, the first (an import's list: the earliest the worker knows); without any, the published one."""
+    if not v.lists:
+        return v.published
+    rating = v.lists[0][1]
+    for month, r in v.lists:
+        if month > list_month:
+            break
+        rating = r
+    return rating
 
 
 def listed_rating(state: RatingState) -> float | None:
@@ -349,9 +409,9 @@ def close_period(state: RatingState, at: float, params: FideParams = PARAMS) -> 
     closed = v._replace(period=None, k=None, n=0, hundredths=0, pool=[])
     peak = state.peak
     if new < params.listed_from:
-        closed = closed._replace(published=None)
+        closed = closed._replace(published=None, lists=with_list(v, v.period, None, params))
     else:
-        closed = closed._replace(published=new)
+        closed = closed._replace(published=new, lists=with_list(v, v.period, new, params))
         peak = float(new) if peak is None else max(peak, float(new))
     last_at = at if state.last_at is None else max(state.last_at, at)
     return RatingState(float(new), None, None, state.games, peak, last_at, state.version + 1, _extra(closed))
@@ -389,18 +449,20 @@ def _check(event: EventFinished) -> None:
             raise ValueError(f"event {event.competition_id}: bad game in round {g.round}")
 
 
-def _standard_rating(states: Mapping[StateKey, RatingState], pid: str) -> int | None:
-    """His standard published rating, if he is listed in standard."""
-    return view(states.get(key(pid, "standard"))).published
+def _standard_rating(states: Mapping[StateKey, RatingState], pid: str, list_month: str) -> int | None:
+    """His standard rating on that list, if he is listed in standard."""
+    return rating_on_list(view(states.get(key(pid, "standard"))), list_month)
 
 
-def _open_period(v: View, before: RatingState, period: str, birth: int | None, params: FideParams) -> View:
-    """A listed player's first game of a period: K fixed for the period (section 8.3.3), an imported
-    list's K first (RULES.md FIDE: the K of the next period), used once."""
+def _open_period(v: View, before: RatingState, period: str, birth: int | None, year: int,
+                 params: FideParams) -> View:
+    """A listed player's first game of a period: K fixed for the period (section 8.3.3; junior by the
+    year the game is played), an imported list's K first (RULES.md FIDE: the K of the next period),
+    used once."""
     if v.k_next is not None:
         k0 = v.k_next
     else:
-        k0 = k_factor(v.published, before.peak, max(before.games, v.games_at_least), birth, int(period[:4]),
+        k0 = k_factor(v.published, before.peak, max(before.games, v.games_at_least), birth, year,
                       params, ever_2300=v.ever_2300, ever_2400=v.ever_2400)
     return v._replace(period=period, k=k0, k_next=None, n=0, hundredths=0)
 
@@ -420,25 +482,29 @@ def rate_event(
         return Outcome(unrated_reason="casual")
     cat = event.rating_type
     at = event.finished_at
-    month = month_of(at)
+    period = event_period(event, params)
+    in_force = list_in_force(event)
     births = {p.player_id: getattr(p, "birth_year", None) for p in event.players}
     ids = sorted(p for p in births if p not in closed)
     changes: dict[str, list[RatingChange]] = {pid: [] for pid in ids}
 
-    # 1. Close every participant's open period of an earlier month.
+    # 1. Close every participant's open period of an earlier list.
     current: dict[str, RatingState | None] = {}
     for pid in ids:
         st = states.get(key(pid, cat))
         v = view(st)
-        if st is not None and v.published is not None and v.period is not None and v.period < month:
+        if st is not None and v.published is not None and v.period is not None and v.period < period:
             after = close_period(st, at, params)
             changes[pid].append(change(key(pid, cat), st, after))
             st = after
         current[pid] = st
-    pub = {pid: view(current[pid]).published for pid in ids}
+    # The ratings of the list in force at the event's start (section 7.1.3; RULES.md FIDE). A player
+    # listed now but not on that list is unrated in this event: its games do not count for him.
+    pub = {pid: rating_on_list(view(current[pid]), in_force) for pid in ids}
     # Rapid and blitz: no rating of the type, a standard rating: rated with it (FIDE Rapid and Blitz
     # Rating Regulations, unrated players; RULES.md FIDE).
-    standard = {pid: _standard_rating(states, pid) for pid in ids if cat != "standard" and pub[pid] is None}
+    standard = {pid: _standard_rating(states, pid, in_force) for pid in ids
+                if cat != "standard" and view(current[pid]).published is None}
     pub.update({pid: r for pid, r in standard.items() if r is not None})
 
     # 2. The games, against the published ratings (after the closes).
@@ -458,11 +524,11 @@ def rate_event(
             why.setdefault(b, "unrated_opponent")
             continue
         if rw is None:
-            pooled[w].append([rb, sw / 100, month])
+            pooled[w].append([rb, sw / 100, period])
             why.setdefault(b, "unrated_opponent")
             continue
         if rb is None:
-            pooled[b].append([rw, sb / 100, month])
+            pooled[b].append([rw, sb / 100, period])
             why.setdefault(w, "unrated_opponent")
             continue
         if game_unrated(rw, rb, cat, at, params):
@@ -479,14 +545,17 @@ def rate_event(
         birth = births[pid] if births[pid] is not None else v.birth_year
         before = st if st is not None else RatingState(0.0)
         if standard.get(pid) is not None:  # starts from his standard rating: a listed rating, no pool
-            v = v._replace(published=standard[pid], period=None, k=None, n=0, hundredths=0, pool=[])
+            # (on every list until his own first close, as an import: the events he plays meanwhile,
+            # whatever list they started under, rate him with it as this one does)
+            v = v._replace(published=standard[pid], period=None, k=None, n=0, hundredths=0, pool=[],
+                           lists=((in_force, standard[pid]),))
         games = rated[pid] if v.published is not None else pooled[pid]
         if not games:
             continue  # why[pid] says why (or he played no game)
         last_at = at if before.last_at is None else max(before.last_at, at)
         if v.published is not None:
             if v.period is None:
-                v = _open_period(v, before, month, birth, params)
+                v = _open_period(v, before, period, birth, datetime.fromtimestamp(at, UTC).year, params)
             v = v._replace(
                 n=v.n + len(games), hundredths=v.hundredths + sum(s - e for s, e in games), birth_year=birth
             )
@@ -504,12 +573,14 @@ def rate_event(
             if params.disregard_first_zero_score and not v.pool and sum(g[1] for g in games) == 0:
                 why[pid] = "zero_score_first_event"  # disregarded (section 2.4): nothing pooled, no change
                 continue
-            v = v._replace(pool=recent_pool(v.pool, month, params) + games, birth_year=birth)
+            v = v._replace(pool=recent_pool(v.pool, period, params) + games, birth_year=birth)
             rating, peak = before.rating, before.peak
             if len(v.pool) >= params.first_rating_games:
                 ru = first_rating(v.pool, params)
-                if ru >= params.listed_from:
-                    v = v._replace(published=ru, period=None, k=None, n=0, hundredths=0, pool=[])
+                if ru >= params.listed_from:  # published at the end of this event (RULES.md FIDE): it
+                    # rates him in every event after it, whatever list that one started under
+                    v = v._replace(published=ru, period=None, k=None, n=0, hundredths=0, pool=[],
+                                   lists=((in_force, ru),))
                     rating = float(ru)
                     peak = rating if peak is None else max(peak, rating)
             after = RatingState(
@@ -545,12 +616,24 @@ def imported_state(imp, version: int) -> RatingState:
         extra["ever_2300"] = True
     if k in (PARAMS.k_top, PARAMS.k_default) and imp.games is None:
         extra["games_at_least"] = PARAMS.new_player_games
+    extra["lists"] = [[month_of(imp.imported_at), round_half_away(imp.rating)]]  # the list of its month
     return RatingState(float(imp.rating), None, None, imp.games or 0, imp.peak, imp.last_played_at, version,
                        extra or None)
 
 
+def carried_lists(stored: RatingState | None, imported: RatingState) -> RatingState:
+    """An import is the rating on one list: the stored ratings of earlier lists stay (RULES.md FIDE), so
+    that an event that started under an earlier list is still rated with it."""
+    if stored is None:
+        return imported
+    ((month, rating),) = imported.extra["lists"]
+    lists = with_list(view(stored), month, rating)
+    return imported._replace(extra={**imported.extra, "lists": [list(e) for e in lists]})
+
+
 SYSTEM = RatingSystem(
     NAME, ("event.finished/fide",), players, state_keys, rate_event, title="FIDE", categories=CATEGORIES,
-    shown_rating=listed_rating, imports=Imports(imported_state, lambda imp, states: RatingState(0.0)),
+    shown_rating=listed_rating,
+    imports=Imports(imported_state, lambda imp, states: RatingState(0.0), carried=carried_lists),
     starts_unrated=True,  # no rating before the first
 )

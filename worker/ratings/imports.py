@@ -33,10 +33,9 @@ def rate_import(imp: RatingImported, states: Mapping[StateKey, RatingState], clo
     if imp.player_id in closed:
         return Outcome(unrated_reason="closed_account")
     key = StateKey(imp.player_id, imp.system, imp.category)
-    before = states.get(key)
-    if before is None:
-        before = rules.start(imp, states)
-    after = rules.state(imp, before.version + 1)
+    stored = states.get(key)
+    before = stored if stored is not None else rules.start(imp, states)
+    after = rules.carried(stored, rules.state(imp, before.version + 1))
     provisional, floor = rules.provisional_and_floor(after)
     return Outcome(changes=(RatingChange(key, before, after, provisional, floor),))
 

@@ -76,6 +76,8 @@ class EventFinished:
     time_control_minutes: float | None = None  # uscf/fide: base_minutes
     time_control_increment: int | None = None  # uscf/fide: increment_seconds
     rating_type: str | None = None  # fide
+    started_at: float | None = None  # fide: the first round's start (the list in force then rates it)
+    rating_period: str | None = None  # fide: "YYYY-MM", the list the platform was told it goes to
 
 
 @dataclass(frozen=True, slots=True)

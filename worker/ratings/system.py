@@ -70,6 +70,9 @@ class Imports:
     provisional_and_floor: Callable[[RatingState], tuple[bool, float | None]] = _not_flagged
     more_keys: Callable[[RatingImported, Mapping[StateKey, RatingState]], list[StateKey]] = (
         lambda imp, loaded: [])
+    # what the stored state carries into the imported one (FIDE: the earlier lists' ratings), given
+    # (stored state or None, imported state)
+    carried: Callable[[RatingState | None, RatingState], RatingState] = lambda stored, imported: imported
 
 
 @dataclass(frozen=True)
