@@ -44,6 +44,7 @@ class Config:
     metrics_host: str = "0.0.0.0"
     batch_size: int = 5000
     batch_wait_ms: int = 50
+    sweep_chunk: int = 1000
     max_message_bytes: int = 1_048_576
     max_inflight_batches: int = 3
     db_pool_size: int = 6
@@ -94,6 +95,8 @@ HELP = {
     "metrics_host": "address the metrics server binds",
     "batch_size": "most messages applied in one PostgreSQL transaction",
     "batch_wait_ms": "longest wait for a batch to fill, in milliseconds",
+    "sweep_chunk": "ratings changed per PostgreSQL transaction when a FIDE list is published (rating.period_closed): "
+                   "the longest another batch waits for its locks",
     "max_message_bytes": "record values larger than this are dead-lettered",
     "max_inflight_batches": "batches in PostgreSQL at once (kept in order; 1 = strictly one after another)",
     "db_pool_size": "PostgreSQL connections (at least MAX_INFLIGHT_BATCHES + 2)",
@@ -230,7 +233,7 @@ def validate(c: Config) -> None:
         raise ConfigError("KAFKA_OUTPUT_TOPIC and KAFKA_DLQ_TOPIC must not be input topics (a loop)")
     if not 0 <= c.metrics_port <= 65535:
         raise ConfigError(f"METRICS_PORT={c.metrics_port}: must be 0..65535")
-    for name in ("batch_size", "batch_wait_ms", "max_message_bytes", "db_pool_size"):
+    for name in ("batch_size", "batch_wait_ms", "sweep_chunk", "max_message_bytes", "db_pool_size"):
         if getattr(c, name) < 1:
             raise ConfigError(f"{name.upper()}={getattr(c, name)}: must be at least 1")
     if c.db_command_timeout_s <= 0:

@@ -56,6 +56,7 @@ USCF_AS_WRITTEN = {"competition_id": "open-2026", "kind": "uscf", "rated": True,
                    "games": [{"round": 1, "white": "p1", "black": "p2", "result": "1-0"}]}
 USCF = {**USCF_AS_WRITTEN, "players": [{"player_id": "p1", "age": 15}, {"player_id": "p2"}]}
 FIDE = {**USCF, "competition_id": "fide-open-2026", "kind": "fide", "rating_type": "standard"}
+LIST = {"system": "fide", "list": "2026-12", "closed_at": "2026-12-01T00:00:00Z"}
 TEMPO = {"system": "chesstempo", "mode": "blitz", "player_id": "anna", "puzzle_id": "p-7731",
          "correct": True, "seconds": 12.5, "seconds_after_first_move": 4.0, "challenge": False,
          "attempted_at": "2026-11-30T12:00:00Z"}
@@ -576,6 +577,11 @@ BAD = [
     (ce("event.finished", {**FIDE, "rating_period": "2026-1"}), "invalid_data", "data.rating_period"),
     (ce("event.finished", {**USCF, "started_at": "2026-11-20T00:00:00Z"}), "invalid_data", "data.started_at"),
     (ce("event.finished", {**USCF, "rating_period": "2026-12"}), "invalid_data", "data.rating_period"),
+    # rating.period_closed (a FIDE list)
+    (ce("rating.period_closed", {**LIST, "system": "csr"}), "invalid_data", "data.system"),
+    (ce("rating.period_closed", {**LIST, "list": "2026-12-01"}), "invalid_data", "data.list"),
+    (ce("rating.period_closed", without(LIST, "closed_at")), "invalid_data", "data.closed_at"),
+    (ce("rating.period_closed", {**LIST, "closed_at": "2026-11-30T23:59:59Z"}), "invalid_rule", "data.closed_at"),
     # uscf
     (ce("rating.imported", {**IMPORTED, "system": "uscf", "category": "regular", "rd": 80}), "invalid_data", "data.rd"),
     (ce("rating.imported", {**IMPORTED, "system": "uscf", "category": "regular", "volatility": 0.1}), "invalid_data", "data.volatility"),

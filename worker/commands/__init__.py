@@ -3,6 +3,7 @@
 - run: the worker (the store, the pipeline, the health server, the signals, the watchdog)
 - migrate, replay, docs, demo
 - importer: `rating-worker import FILE` (a package: reading, checking, sending, the command)
+- fide: `rating-worker fide close-period YYYY-MM` (FIDE's monthly list, as the platform's scheduler sends it)
 - player, message, leaderboard, outbox, dlq: the operator's commands (operator: what they share)
 
 worker/cli.py builds the parser from COMMANDS, in this order (the order of `rating-worker --help`).
@@ -12,6 +13,7 @@ from worker.commands import (
     demo,
     dlq,
     docs,
+    fide,
     importer,
     leaderboard,
     message,
@@ -22,4 +24,4 @@ from worker.commands import (
     run,
 )
 
-COMMANDS = (run, migrate, replay, docs, demo, importer, player, message, leaderboard, outbox, dlq)
+COMMANDS = (run, migrate, replay, docs, demo, importer, fide, player, message, leaderboard, outbox, dlq)

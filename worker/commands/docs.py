@@ -247,7 +247,11 @@ def fide_section() -> str:
         f"on 27 February to the {_month_name(fide.list_period(_utc(2026, 2, 27)))} list (unless it names its "
         "`rating_period`). Its expected scores use the list in force when it started (`started_at`): a "
         "tournament from 25 November to 3 December is rated with the November ratings even after the December "
-        "list came out. A player's open period is closed, rounded, when he plays an event of a later list.",
+        "list came out. A player's open period is closed, rounded, when he plays an event of a later list, "
+        "and for everyone when the list itself is published (`rating.period_closed`, `rating-worker fide "
+        f"close-period`): then ratings under 1400 are delisted, and a listed player with no rated game since "
+        f"{_month_name(_month_before(12))} 2025 (12 months before the December 2026 list) is marked inactive, "
+        "until his next game.",
         "### Rapid and blitz newcomers\n\nA player without a rapid (blitz) rating who holds a standard rating "
         "is rated with it, and his opponents' games against him are rated; his own rapid (blitz) rating starts "
         "from it and is published at his first close.",
@@ -256,6 +260,11 @@ def fide_section() -> str:
 
 def _utc(year: int, month: int, day: int) -> float:
     return float(calendar.timegm((year, month, day, 12, 0, 0)))
+
+
+def _month_before(months: int) -> str:
+    """The month of `fide.inactive_before` for the December 2026 list (checks the docs' example)."""
+    return fide.month_of(fide.inactive_before("2026-12", fide.FideParams(inactive_after_months=months)))
 
 
 def _month_name(period: str) -> str:

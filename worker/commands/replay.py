@@ -10,7 +10,7 @@ from typing import BinaryIO
 
 from worker.contract.decode import decode_rateable
 from worker.contract.reasons import BadMessage
-from worker.engine import apply_batch
+from worker.engine import apply_messages
 from worker.ratings.inputs import Message
 from worker.store.base import StateStore
 from worker.store.memory import MemoryStore
@@ -40,7 +40,7 @@ async def replay(
 
     async def flush() -> None:
         if pending:
-            result = await apply_batch(store, pending)
+            result = await apply_messages(store, pending)  # a sweep (a FIDE list) in chunks of its own
             for record in result.records:
                 out.write(record.payload + b"\n")
             for index, error in result.failed:

@@ -77,12 +77,16 @@ async def watchdog(pipeline: Pipeline, timeout_s: float, interval_s: float | Non
     no batch for `timeout_s`. It runs on the event loop: it catches a pipeline that waits forever, not a
     loop blocked by a CPU-bound call (the liveness probe on /healthz, served by the same loop, does)."""
     interval_s = interval_s or min(5.0, timeout_s / 10)
-    since, batches = time.monotonic(), pipeline.batches
+
+    def progress() -> int:  # a FIDE list's sweep holds one batch for minutes, chunk after chunk
+        return pipeline.batches + pipeline.database.sweep_chunks
+
+    since, done = time.monotonic(), progress()
     while True:
         await asyncio.sleep(interval_s)
         now = time.monotonic()
-        if pipeline.batches != batches or not pipeline.has_work():
-            since, batches = now, pipeline.batches
+        if progress() != done or not pipeline.has_work():
+            since, done = now, progress()
         elif now - since >= timeout_s:
             log(logger, logging.ERROR, "watchdog: work is waiting but no batch completed, exiting for a restart",
                 stuck_for_s=round(now - since, 1), watchdog_timeout_s=timeout_s, exit_code=WATCHDOG_EXIT_CODE)

@@ -43,6 +43,7 @@ class ChangeRecord(NamedTuple):
     floor: float | None = None
     games: int = 0
     time: str = ""  # the cause's time as the message gave it (`changed_at` in rating.changed)
+    inactive: bool | None = None  # FIDE: marked inactive at a list; None: a system without the mark
 
 
 SOURCE = "/rating-worker"
@@ -70,16 +71,22 @@ def _rating(state: RatingState) -> float:
     return state.rating
 
 
+def _no_mark(state: RatingState) -> None:
+    return None
+
+
 def change_record(
     message: Message, change: RatingChange, cause_at: float,
     shown_rating: Callable[[RatingState], float | None] = _rating, starts_unrated: bool = False,
+    inactive: Callable[[RatingState], bool | None] = _no_mark,
 ) -> ChangeRecord:
     """The history/outbox row of one change; its cause is the message.
 
     `shown_rating` is the rating published (the system's: None for a FIDE rating that is not listed);
     in a system that `starts_unrated` (FIDE, US Chess), the first change of a rating had none before it.
     The row's `delta` is the difference of the stored ratings (the fair-play refunds add them up); the
-    published `delta` is null when either published rating is (RULES.md, Common).
+    published `delta` is null when either published rating is (RULES.md, Common). `inactive` is the
+    system's activity mark of a state (FIDE's), None where it has none.
     """
     key = change.key
     after = change.after
@@ -89,11 +96,13 @@ def change_record(
                     before.volatility)
     shown_after = (shown_rating(after), after.rd, after.volatility)
     delta = after.rating - before.rating
+    mark = inactive(after)
     payload = _encode(event_id, key, after.version, delta, message.type, message.source, message.id, message.ref,
-                      shown_before, shown_after, change.provisional, change.floor, after.games, message.time)
+                      shown_before, shown_after, change.provisional, change.floor, after.games, message.time, mark)
     return ChangeRecord(
         event_id, key, after.version, after.rating, delta, message.type, message.source, message.id, message.ref,
         cause_at, payload, shown_before, shown_after, change.provisional, change.floor, after.games, message.time,
+        mark,
     )
 
 
@@ -105,14 +114,30 @@ def encode_change(r: ChangeRecord) -> bytes:
     published twice is published as the same bytes.
     """
     return _encode(r.event_id, r.key, r.version, r.delta, r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
-                   r.before, r.after, r.provisional, r.floor, r.games, r.time)
+                   r.before, r.after, r.provisional, r.floor, r.games, r.time, r.inactive)
 
 
 def _encode(event_id, key, version, delta, cause_type, cause_source, cause_id, cause_ref, before, after,
-            provisional, floor, games, time) -> bytes:
+            provisional, floor, games, time, inactive=None) -> bytes:
     # Positional on purpose: built twice per rated game, where a record's _replace costs ~10 us.
     if before[0] is None or after[0] is None:
         delta = None
+    data = {
+        "player_id": key.player_id,
+        "system": key.system,
+        "category": key.category,
+        "before": {"rating": before[0], "rd": before[1], "volatility": before[2]},
+        "after": {"rating": after[0], "rd": after[1], "volatility": after[2]},
+        "delta": delta,
+        "provisional": provisional,
+        "floor": floor,
+        "games": games,
+        "version": version,
+        "cause": {"type": cause_type, "source": cause_source, "id": cause_id, "ref": cause_ref},
+        "changed_at": time,
+    }
+    if inactive is not None:
+        data["inactive"] = inactive
     return orjson.dumps({
         "specversion": "1.0",
         "id": event_id,
@@ -121,20 +146,7 @@ def _encode(event_id, key, version, delta, cause_type, cause_source, cause_id, c
         "subject": key.player_id,
         "time": time,
         "datacontenttype": "application/json",
-        "data": {
-            "player_id": key.player_id,
-            "system": key.system,
-            "category": key.category,
-            "before": {"rating": before[0], "rd": before[1], "volatility": before[2]},
-            "after": {"rating": after[0], "rd": after[1], "volatility": after[2]},
-            "delta": delta,
-            "provisional": provisional,
-            "floor": floor,
-            "games": games,
-            "version": version,
-            "cause": {"type": cause_type, "source": cause_source, "id": cause_id, "ref": cause_ref},
-            "changed_at": time,
-        },
+        "data": data,
     })
 
 

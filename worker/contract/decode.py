@@ -20,7 +20,8 @@ The steps, in order, each with its own `error_class` (the `error.class` header o
                       or is before 1970, or a string in it contains U+0000
     invalid_rule      a rule JSON Schema cannot express: a player meeting himself, a player listed
                       twice in an event, a game of an event between players it does not list, a time
-                      in `data` more than a day after the envelope's `time`
+                      in `data` more than a day after the envelope's `time`, a FIDE event's
+                      started_at after its finished_at, a list closed before its date
 
 `reason` is one sentence that starts with the field it is about, e.g.
 "data.result: must be one of '1-0', '0-1', '1/2-1/2' (got '2-0')"; it is short (under 400 characters),
@@ -62,7 +63,8 @@ __all__ = ["INPUT_TYPES", "MAX_AHEAD", "MAX_BYTES", "MAX_DEPTH", "OUTPUT_TYPE", 
 MAX_BYTES = 1_048_576  # the default of MAX_MESSAGE_BYTES (worker.config): the pipeline passes its own
 MAX_DEPTH = 1024  # the deepest JSON nesting orjson parses (its fixed limit): deeper is invalid_json
 MAX_AHEAD = 86_400.0  # seconds: no time in `data` may be more than this after the envelope's `time`
-INPUT_TYPES = ("game.finished", "event.finished", "puzzle.attempted", "account.closed", "rating.imported")
+INPUT_TYPES = ("game.finished", "event.finished", "puzzle.attempted", "account.closed", "rating.imported",
+               "rating.period_closed")
 OUTPUT_TYPE = "rating.changed"
 
 _ENVELOPE = compile_schema("envelope")
@@ -267,4 +269,5 @@ _CAUSE_FIELDS = {
     "puzzle.attempted": "attempted_at",
     "account.closed": "closed_at",
     "rating.imported": "imported_at",
+    "rating.period_closed": "closed_at",
 }

@@ -19,6 +19,7 @@ from worker.ratings.inputs import (
     EventPlayer,
     GameFinished,
     Message,
+    PeriodClosed,
     PuzzleAttempted,
     RatingImported,
     TeamGames,
@@ -249,10 +250,19 @@ def _imported(d: dict) -> tuple[RatingImported, float, str, None]:
     )
 
 
+def _period_closed(d: dict) -> tuple[PeriodClosed, float, str, str]:
+    closed_at, text = time_of(d["closed_at"], "data.closed_at")
+    listed = d["list"]
+    if text[:7] < listed:
+        raise BadMessage("invalid_rule", f"data.closed_at: {text} is before the {listed} list's date ({listed}-01)")
+    return PeriodClosed(d["system"], listed, closed_at), closed_at, text, listed
+
+
 BUILDERS = {
     "game.finished": _game,
     "event.finished": _event,
     "puzzle.attempted": _puzzle,
     "account.closed": _closed,
     "rating.imported": _imported,
+    "rating.period_closed": _period_closed,
 }

@@ -152,7 +152,8 @@ class _Computation:
                 self.working[ch.key] = ch.after
                 self.changed[ch.key] = ch.after
                 if system.published(ch.key):
-                    records.append(change_record(message, ch, at, system.shown_rating, system.starts_unrated))
+                    records.append(change_record(message, ch, at, system.shown_rating, system.starts_unrated,
+                                                 system.inactive))
         status = "applied" if outcome.rated else "unrated"
         results.append(MessageResult(status, outcome.unrated_reason))
         self.processed.append(_processed(message, system, outcome))

@@ -11,10 +11,14 @@ naming its first and last message.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Awaitable, Callable
 
-from worker.engine import BatchResult, apply_batch, plan_batch
+from worker.engine import BatchResult, apply_batch, apply_sweep, is_sweep, plan_batch, segments
+from worker.engine.sweep import CHUNK, SweepProgress
 from worker.observability import Metrics, Readiness, log
 from worker.pipeline.inflight import Batch, PreviousBatchFailed
+from worker.pipeline.publisher import Publisher
 from worker.pipeline.retry import DB_ERRORS, Abandoned, Retrier, is_transient
 from worker.store.base import StateStore
 
@@ -29,6 +33,26 @@ class DatabaseStage:
         self.metrics = metrics
         self.readiness = readiness
         self.retrier = retrier
+        # A sweep's chunks are published as they commit, by the pipeline's publisher (sweeps_publish_with);
+        # without one (tests) they go with the batch.
+        self.publisher: Publisher | None = None
+        self.sweep_chunk = CHUNK
+        self.faults_after_chunk: Callable[[int], None] | None = None  # the test-only fault seam
+        self.sweep_chunks = 0  # chunks of sweeps applied: progress, for the watchdog
+
+    def sweeps_publish_with(self, publisher: Publisher, chunk: int, after_chunk: Callable[[int], None]) -> None:
+        self.publisher, self.sweep_chunk, self.faults_after_chunk = publisher, chunk, after_chunk
+
+    async def _publish_chunk(self, part: BatchResult) -> None:
+        """A sweep's chunk, published as soon as it committed (steps 1 and 3 of the commit order,
+        worker.pipeline.loop, for its changes): a list's tens of thousands of changes never wait in
+        memory for the whole sweep. A crash in between leaves outbox rows: the relay publishes them."""
+        self.sweep_chunks += 1
+        if self.publisher is None:
+            return
+        await self.publisher.publish(part.records)
+        if part.row_ids:
+            await self.retrier.db("mark published", lambda: self.store.mark_published(part.row_ids))
 
     async def run(self, b: Batch) -> BatchResult:
         """Whatever ends it other than a commit marks the batch abandoned, so that the batches behind it
@@ -47,12 +71,20 @@ class DatabaseStage:
             raise
 
     async def _until_committed(self, b: Batch, reason: str) -> BatchResult:
+        if any(is_sweep(m) for m in b.good):
+            return await self._with_sweeps(b, reason)
         await self._plan(b)
+        result = await self._retried(b, reason, lambda: apply_batch(self.store, b.good, hooks=b, plan=b.plan))
+        b.committed()
+        return result
+
+    async def _retried(self, b: Batch, reason: str, attempt: Callable[[], Awaitable[BatchResult]]) -> BatchResult:
+        """The one retry loop of a batch's database work: `attempt` until it commits."""
         backoff = self.retrier.backoff()
         while True:
             b.attempting()
             try:
-                result = await apply_batch(self.store, b.good, hooks=b, plan=b.plan)
+                result = await attempt()
             except PreviousBatchFailed:
                 b.failed()
                 continue  # the earlier batch is retrying; go again behind it
@@ -73,10 +105,38 @@ class DatabaseStage:
                     raise Abandoned() from exc
                 await self.retrier.sleep(delay)
                 continue
-            b.committed()
             if backoff.waited:
                 log(logger, logging.INFO, "database reachable again, batch applied", messages=len(b.good))
             return result
+
+    async def _with_sweeps(self, b: Batch, reason: str) -> BatchResult:
+        """A batch holding a sweep (FIDE's monthly list, worker.engine.sweep) goes alone, once the batch
+        before it committed: its runs of ordinary messages as batches and each sweep in its chunks, in
+        order, each retried until it commits (a retried sweep changes only what is left). The batches
+        behind it wait for it, so this worker's partitions pause for the sweep's length; other workers
+        wait at most one chunk's transaction for its locks. Each chunk's changes are published as it
+        commits (`_publish_chunk`), the other runs' with the batch."""
+        b.planned.set()  # nothing planned ahead: the batch behind plans on its own snapshot
+        await b.after_previous()
+        result = BatchResult()
+        for sweep, run in segments(b.good):
+            if sweep:
+                progress = SweepProgress()
+                started = time.perf_counter()
+                part = await self._retried(b, reason, lambda m=run[0], pr=progress: apply_sweep(
+                    self.store, m, self._publish_chunk if self.publisher is not None else None, self.sweep_chunk, pr,
+                    self.faults_after_chunk))
+                log(logger, logging.INFO, "sweep applied", type=run[0].type, source=run[0].source, id=run[0].id,
+                    states=progress.scanned, changes=progress.changed, chunks=progress.chunks,
+                    seconds=round(time.perf_counter() - started, 3),
+                    longest_chunk_s=round(progress.longest_chunk_s, 3))
+            else:
+                part = await self._retried(b, reason, lambda r=run: apply_batch(self.store, r))
+            result.messages += part.messages
+            result.records += part.records
+            result.row_ids += part.row_ids
+        b.committed()
+        return result
 
     async def _plan(self, b: Batch) -> None:
         """Compute the batch from a snapshot while earlier batches hold their locks (worker.engine.plan).

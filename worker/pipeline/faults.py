@@ -2,7 +2,9 @@
 
 RATING_WORKER_FAULT=kill_after_commit[:N] | kill_after_publish[:N] kills the process in its N-th batch
 (default the first): after the batch's database commit (nothing published, no offset committed), or
-after its changes are published and taken out of the outbox (offsets not committed). Read once, when
+after its changes are published and taken out of the outbox (offsets not committed);
+kill_after_sweep_chunk[:N] after the N-th chunk of a sweep (FIDE's monthly list) committed and was
+published (the sweep cut short, its message not yet recorded processed). Read once, when
 the pipeline is built; unset, it costs one comparison per batch.
 """
 
@@ -18,7 +20,7 @@ __all__ = ["FAULT_POINTS", "Faults"]
 
 logger = logging.getLogger("rating_worker.pipeline")
 
-FAULT_POINTS = ("kill_after_commit", "kill_after_publish")
+FAULT_POINTS = ("kill_after_commit", "kill_after_publish", "kill_after_sweep_chunk")
 
 
 def fault_from_env() -> tuple[str, int] | None:
@@ -27,7 +29,7 @@ def fault_from_env() -> tuple[str, int] | None:
         return None
     point, _, n = raw.partition(":")
     if point not in FAULT_POINTS or not (n or "1").isdigit() or int(n or "1") < 1:
-        raise ValueError(f"RATING_WORKER_FAULT={raw!r}: expected kill_after_commit[:N] or kill_after_publish[:N]")
+        raise ValueError(f"RATING_WORKER_FAULT={raw!r}: expected one of {', '.join(FAULT_POINTS)}, then :N or not")
     return point, int(n or "1")
 
 
@@ -36,7 +38,7 @@ class Faults:
         self.fault = fault_from_env()
 
     def at(self, point: str, batch: int) -> None:
-        """Called at `point` of the `batch`-th batch: SIGKILL if that is the fault asked for."""
+        """Called at `point` of the `batch`-th batch (or chunk): SIGKILL if that is the fault asked for."""
         if self.fault is not None and self.fault == (point, batch):
             log(logger, logging.WARNING, "fault injected (RATING_WORKER_FAULT): SIGKILL", point=point, batch=batch)
             os.kill(os.getpid(), signal.SIGKILL)

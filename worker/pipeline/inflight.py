@@ -98,6 +98,13 @@ class Batch:
             await p._changed.wait()
         self._prev_attempt = p.attempt if p is not None else None
 
+    async def after_previous(self) -> None:
+        """Wait until the batch before this one committed (a batch that goes alone: a sweep)."""
+        p = self.prev
+        while p is not None and p.stage is not Stage.COMMITTED:
+            p._raise_if_abandoned()
+            await p._changed.wait()
+
     async def after_lock(self) -> None:
         self._move(Stage.LOCKED)
 

@@ -112,6 +112,8 @@ class Pipeline:
         self.intake = Intake(self.consumer, self.metrics, self.readiness, self.retrier.sleep,
                              probe_ms=c.kafka_fetch_max_wait_ms + 1000)
         self.publisher = Publisher(self.producer, c, self.metrics, self.retrier)
+        self.database.sweeps_publish_with(self.publisher, c.sweep_chunk,
+                                          lambda n: self.faults.at("kill_after_sweep_chunk", n))
         self.relay = Relay(self.store, self.publisher, c, self.metrics, self.retrier)
         self.lag = LagMonitor(self.consumer, c, self.metrics, self.retrier, stopped=self.intake.stopped)
         self.probe = BrokerProbe(self.consumer, self.readiness, self.retrier)

@@ -42,7 +42,8 @@ State layout (RatingState of (player, "fide", rating_type)):
   the next period), "ever_2300", "ever_2400" (true) and "games_at_least" (30: a list K of 10 or 20 with
   no games given); "lists": [[list month, published rating or null], ...], the ratings of the latest
   lists, oldest first, each valid from its list until the next ("0000-00": before any list the worker
-  knows of). A state without "lists" (an earlier version) has its published rating on every list.
+  knows of). A state without "lists" (an earlier version) has its published rating on every list;
+  "inactive": true once marked at a list (no rated game in the 12 months before it), until his next game.
 - A state without "published" in `extra` (a `rating.imported` FIDE rating) is a listed, published
   rating with no open period.
 """
@@ -50,15 +51,16 @@ State layout (RatingState of (player, "fide", rating_type)):
 from __future__ import annotations
 
 import calendar
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from worker.ratings.inputs import EventFinished
+from worker.ratings.inputs import EventFinished, PeriodClosed
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
-from worker.ratings.system import Imports, RatingSystem
+from worker.ratings.system import Imports, RatingSystem, Sweep
 
 NAME = "fide"
 CATEGORIES = ("standard", "rapid", "blitz")
@@ -114,6 +116,7 @@ class FideParams:
     first_rating_months: int = 26  # section 7.1.4: a first rating's games span at most 26 months
     closing_days_before_list: int = 3  # section 7.1.3: a list closes 3 days before its date
     lists_kept: int = 13  # list ratings kept per state: an event that started up to a year ago
+    inactive_after_months: int = 12  # no rated game in the 12 months before a list: inactive
     first_rating_max: int = 2200
     hypothetical_rating: int = 1800
     hypothetical_games: int = 2  # scored as draws
@@ -305,6 +308,7 @@ class View(NamedTuple):
     ever_2400: bool = False
     games_at_least: int = 0
     lists: tuple = ()  # ((list month, rating or None), ...), oldest first
+    inactive: bool = False  # marked at a list: no rated game in the 12 months before it
 
 
 def _imported_flags(extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -314,6 +318,7 @@ def _imported_flags(extra: Mapping[str, Any]) -> dict[str, Any]:
         "ever_2400": bool(extra.get("ever_2400", False)),
         "games_at_least": int(extra.get("games_at_least", 0)),
         "lists": tuple((m, r) for m, r in extra.get("lists", ())),
+        "inactive": bool(extra.get("inactive", False)),
     }
 
 
@@ -357,6 +362,8 @@ def _extra(v: View) -> dict[str, Any]:
         out["games_at_least"] = v.games_at_least
     if v.lists:
         out["lists"] = [list(e) for e in v.lists]
+    if v.inactive:
+        out["inactive"] = True
     return out
 
 
@@ -383,9 +390,16 @@ def rating_on_list(v: View, list_month: str) -> int | None:
     return rating
 
 
+def is_listed(state: RatingState) -> bool:
+    """Whether he has a published rating: `view(state).published is not None`, without reading the rest
+    (asked for every record, and for every state a list's sweep looks at)."""
+    extra = state.extra
+    return extra is None or "published" not in extra or extra["published"] is not None
+
+
 def listed_rating(state: RatingState) -> float | None:
     """What `rating.changed` shows as the rating: the live rating, None while unlisted."""
-    return None if view(state).published is None else state.rating
+    return state.rating if is_listed(state) else None
 
 
 def live_rating(v: View, params: FideParams = PARAMS) -> Fraction:
@@ -397,11 +411,14 @@ def live_rating(v: View, params: FideParams = PARAMS) -> Fraction:
 
 def change(k: StateKey, before: RatingState, after: RatingState) -> RatingChange:
     """Provisional while unlisted; FIDE has no floor (1400 is a listing threshold)."""
-    return RatingChange(k, before, after, view(after).published is None, None)
+    return RatingChange(k, before, after, not is_listed(after), None)
 
 
-def close_period(state: RatingState, at: float, params: FideParams = PARAMS) -> RatingState:
-    """Publish the open period: the change rounded half away from zero; under 1400 the player is delisted."""
+def close_period(state: RatingState, at: float | None, params: FideParams = PARAMS) -> RatingState:
+    """Publish the open period: the change rounded half away from zero; under 1400 the player is delisted.
+
+    `at` is the time of the event that closes it (his last played time moves to it); None for a list's
+    publication, which is no game of his."""
     v = view(state)
     assert v.published is not None and v.period is not None
     delta = round_half_away(live_rating(v, params) - v.published)
@@ -413,8 +430,59 @@ def close_period(state: RatingState, at: float, params: FideParams = PARAMS) -> 
     else:
         closed = closed._replace(published=new, lists=with_list(v, v.period, new, params))
         peak = float(new) if peak is None else max(peak, float(new))
-    last_at = at if state.last_at is None else max(state.last_at, at)
+    last_at = state.last_at if at is None else at if state.last_at is None else max(state.last_at, at)
     return RatingState(float(new), None, None, state.games, peak, last_at, state.version + 1, _extra(closed))
+
+
+def list_date(list_month: str) -> float:
+    """The list's publication: the 1st of its month, 00:00 UTC (epoch seconds)."""
+    return _epoch(int(list_month[:4]), int(list_month[5:7]), 1)
+
+
+@functools.lru_cache(maxsize=64)
+def inactive_before(list_month: str, params: FideParams = PARAMS) -> float:
+    """A listed player whose last rated game is before this is inactive on the list: 12 months before it."""
+    year, month = int(list_month[:4]), int(list_month[5:7]) - params.inactive_after_months
+    while month < 1:
+        year, month = year - 1, month + 12
+    return _epoch(year, month, 1)
+
+
+def list_concerns(closing: PeriodClosed, state: RatingState, params: FideParams = PARAMS) -> bool:
+    """Whether `close_list` changes this state: read from its fields alone, for the tens of thousands of
+    states a list's sweep looks at (most of which it leaves alone)."""
+    extra = state.extra or {}
+    period = extra.get("period")
+    if period is not None and period <= closing.list and extra.get("published") is not None:
+        return True
+    return (is_listed(state) and not extra.get("inactive") and state.last_at is not None
+            and state.last_at < inactive_before(closing.list, params))
+
+
+def close_list(closing: PeriodClosed, k: StateKey, state: RatingState, params: FideParams = PARAMS) -> tuple:
+    """What a list's publication (`rating.period_closed`, RULES.md FIDE) changes in one FIDE state: its
+    open period up to that list closes (rounded, published, delisted under 1400), then a listed player
+    with no rated game (pooled games count) in the 12 months before the list is marked inactive, his
+    rating unchanged. Each its own change; none for a state it does not concern (most of them)."""
+    if not list_concerns(closing, state, params):
+        return ()
+    changes = []
+    v = view(state)
+    if v.published is not None and v.period is not None and v.period <= closing.list:
+        after = close_period(state, None, params)
+        changes.append(change(k, state, after))
+        state, v = after, view(after)
+    played = state.last_at
+    if (v.published is not None and not v.inactive and played is not None
+            and played < inactive_before(closing.list, params)):
+        after = state._replace(version=state.version + 1, extra=_extra(v._replace(inactive=True)))
+        changes.append(change(k, state, after))
+    return tuple(changes)
+
+
+def is_inactive(state: RatingState) -> bool:
+    """`inactive` of a FIDE record: marked at a list, until his next game."""
+    return bool(state.extra and state.extra.get("inactive"))
 
 
 # --- events ---------------------------------------------------------------------------------------
@@ -557,7 +625,8 @@ def rate_event(
             if v.period is None:
                 v = _open_period(v, before, period, birth, datetime.fromtimestamp(at, UTC).year, params)
             v = v._replace(
-                n=v.n + len(games), hundredths=v.hundredths + sum(s - e for s, e in games), birth_year=birth
+                n=v.n + len(games), hundredths=v.hundredths + sum(s - e for s, e in games), birth_year=birth,
+                inactive=False,  # his next rated game makes him active again (RULES.md FIDE)
             )
             after = RatingState(
                 float(live_rating(v, params)),
@@ -573,7 +642,7 @@ def rate_event(
             if params.disregard_first_zero_score and not v.pool and sum(g[1] for g in games) == 0:
                 why[pid] = "zero_score_first_event"  # disregarded (section 2.4): nothing pooled, no change
                 continue
-            v = v._replace(pool=recent_pool(v.pool, period, params) + games, birth_year=birth)
+            v = v._replace(pool=recent_pool(v.pool, period, params) + games, birth_year=birth, inactive=False)
             rating, peak = before.rating, before.peak
             if len(v.pool) >= params.first_rating_games:
                 ru = first_rating(v.pool, params)
@@ -635,5 +704,6 @@ SYSTEM = RatingSystem(
     NAME, ("event.finished/fide",), players, state_keys, rate_event, title="FIDE", categories=CATEGORIES,
     shown_rating=listed_rating,
     imports=Imports(imported_state, lambda imp, states: RatingState(0.0), carried=carried_lists),
+    sweep=Sweep("rating.period_closed", close_list, list_concerns), inactive=is_inactive,
     starts_unrated=True,  # no rating before the first
 )

@@ -142,7 +142,16 @@ class RatingImported:
     ever_2400: bool | None = None
 
 
-Payload = GameFinished | EventFinished | PuzzleAttempted | AccountClosed | RatingImported
+@dataclass(frozen=True, slots=True)
+class PeriodClosed:
+    """A rating list is published (`rating.period_closed`): every open period up to it closes."""
+
+    system: str  # fide
+    list: str  # "YYYY-MM": the list's month (published on its 1st)
+    closed_at: float
+
+
+Payload = GameFinished | EventFinished | PuzzleAttempted | AccountClosed | RatingImported | PeriodClosed
 
 
 @dataclass(frozen=True, slots=True)

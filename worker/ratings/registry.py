@@ -2,9 +2,10 @@
 
 Every module of worker.ratings that ends with `SYSTEM = RatingSystem(...)` is found here by itself
 (nothing to add to a list); a system with import rules also takes the `rating.imported` of its name
-(worker.ratings.imports). A message's kind is its type, with the discriminator that picks the system
-for the types several systems share: `event.finished/<kind>`, `puzzle.attempted/<system>`,
-`rating.imported/<system>`.
+(worker.ratings.imports), and a system with a sweep the sweep's message (`rating.period_closed/<system>`,
+applied by worker.engine.sweep). A message's kind is its type, with the discriminator that picks the
+system for the types several systems share: `event.finished/<kind>`, `puzzle.attempted/<system>`,
+`rating.imported/<system>`, `rating.period_closed/<system>`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,20 @@ def _declared() -> tuple[RatingSystem, ...]:
 SYSTEMS: tuple[RatingSystem, ...] = _declared()
 
 
+def _sweeper(system: RatingSystem) -> RatingSystem:
+    """The `RatingSystem` that takes the system's sweep message: no players or keys of its own (the sweep
+    finds them, worker.engine.sweep); its records are the system's."""
+    sweep = system.sweep
+    assert sweep is not None
+
+    def not_in_a_batch(payload, states, closed):
+        raise TypeError(f"{sweep.kind} is applied by worker.engine.sweep, not in a batch")
+
+    return RatingSystem(system.name, (f"{sweep.kind}/{system.name}",), lambda p: [], lambda p: [], not_in_a_batch,
+                        categories=system.categories, cause_time=sweep.cause_time, shown_rating=system.shown_rating,
+                        starts_unrated=system.starts_unrated, sweep=sweep, inactive=system.inactive)
+
+
 def _registry() -> dict[str, RatingSystem]:
     registry: dict[str, RatingSystem] = {}
     for system in SYSTEMS:
@@ -41,6 +56,8 @@ def _registry() -> dict[str, RatingSystem]:
         takers = [(kind, system) for kind in rates]
         if system.imports is not None:
             takers.append((f"{imports.KIND}/{system.name}", imports.importer(system)))
+        if system.sweep is not None:
+            takers.append((f"{system.sweep.kind}/{system.name}", _sweeper(system)))
         for kind, taker in takers:
             if kind in registry:
                 raise ValueError(f"{kind}: rated by both {registry[kind].name} and {system.name}")
@@ -56,7 +73,7 @@ def kind_of(message: Message) -> str:
     payload = message.payload
     if message.type == "event.finished":
         return f"event.finished/{payload.kind}"
-    if message.type in ("puzzle.attempted", "rating.imported"):
+    if message.type in ("puzzle.attempted", "rating.imported", "rating.period_closed"):
         return f"{message.type}/{payload.system}"
     return message.type
 

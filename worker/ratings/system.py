@@ -22,6 +22,11 @@ The engine (worker.engine) drives every system through these functions and nothi
 - `starts_unrated`: a player has no rating in the system before his first (FIDE, US Chess): the `before`
   of a rating's first change is published as `rating` null (RULES.md, Common), whatever state the maths
   starts from.
+- `sweep` declares a message that concerns every stored state of the system (FIDE's monthly list,
+  `rating.period_closed`): the engine applies it state by state in bounded chunks (worker.engine.sweep),
+  not as one message of a batch; `rate_state` says what it changes in one state (nothing, mostly).
+- `inactive` is what a system's records say of a state's activity (FIDE: marked inactive at a list),
+  None for a system that has no such mark (the record then has no `inactive` field).
 """
 
 from __future__ import annotations
@@ -32,9 +37,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from worker.ratings.inputs import GameSide, RatingImported
-from worker.ratings.state import Outcome, RatingState, StateKey
+from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 
-__all__ = ["HistoryQuery", "Imports", "RatingSystem", "RatingsQuery"]
+__all__ = ["HistoryQuery", "Imports", "RatingSystem", "RatingsQuery", "Sweep"]
 
 
 class HistoryQuery(NamedTuple):
@@ -76,6 +81,18 @@ class Imports:
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """A message applied to every stored state of a system, one state at a time (see the module docstring)."""
+
+    kind: str  # its message type: "rating.period_closed"
+    # (payload, key, stored state) -> its changes, in order (each the state's next version); () for none
+    rate_state: Callable[[Any, StateKey, RatingState], tuple[RatingChange, ...]]
+    # (payload, stored state) -> whether rate_state changes it: a cheap look at every state scanned
+    concerns: Callable[[Any, RatingState], bool] = lambda payload, state: True
+    cause_time: Callable[[Any], float] = operator.attrgetter("closed_at")
+
+
+@dataclass(frozen=True)
 class RatingSystem:
     """One rating system as the engine sees it (the module docstring says what each function is for)."""
 
@@ -97,3 +114,5 @@ class RatingSystem:
     with_context: Callable[[Any, Mapping[str, float]], Any] = lambda payload, ratings: payload
     imports: Imports | None = None
     starts_unrated: bool = False
+    sweep: Sweep | None = None
+    inactive: Callable[[RatingState], bool | None] = lambda state: None

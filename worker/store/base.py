@@ -10,6 +10,9 @@ drives either through exactly these calls, in this order, inside `store.transact
 A batch planned ahead of its locks (engine.plan_batch, from `reader()`) checks its plan with
 `versions_changed(keys it read)` instead of `load_states`, and loads only when the plan no longer holds.
 
+A sweep (worker.engine.sweep: FIDE's monthly list) reads a system's states page by page with
+`scan_states` (no locks), then applies each page's changes in its own transaction, as a batch does.
+
 A batch with a fair-play closure also reads the games the account played (`games_with`), once before
 its locks (to know whom to lock) and once under them; the first Chess Tempo attempt of a day reads
 the established ratings of its mode (`ratings_at_most`), under the locks.
@@ -65,6 +68,10 @@ class StoreTx(Protocol):
 
     async def load_states(self, keys: Iterable[StateKey]) -> dict[StateKey, RatingState]:
         """The stored states of these keys; keys never rated are absent."""
+
+    async def scan_states(self, system: str, after: StateKey | None, limit: int) -> list[tuple[StateKey, RatingState]]:
+        """The next `limit` stored states of a system after the key `after` (None: from the first), in
+        key order (player_id, category): the pages of a sweep (worker.engine.sweep)."""
 
     async def versions_changed(self, expected: Mapping[StateKey, int]) -> set[StateKey]:
         """The keys whose stored version is not the one given (0: expected not stored). Every change of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -23,6 +24,11 @@ class _MemoryTx:
 
     async def processed(self, ids: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         return {i for i in ids if i in self._store.messages}
+
+    async def scan_states(self, system: str, after: StateKey | None, limit: int) -> list[tuple[StateKey, RatingState]]:
+        after_key = (after[0], system, after[2]) if after is not None else ("", system, "")
+        found = ((tuple(k), k, v) for k, v in self._store.states.items() if k[1] == system and tuple(k) > after_key)
+        return [(k, v) for _, k, v in heapq.nsmallest(limit, found, key=lambda e: e[0])]
 
     async def closed_accounts(self, player_ids: Sequence[str]) -> dict[str, float]:
         return {p: self._store.closures[p] for p in player_ids if p in self._store.closures}

@@ -117,6 +117,12 @@ class PostgresTx:
             for p, s, c, rating, rd, vol, games, peak, last_at, version, extra in rows
         }
 
+    async def scan_states(self, system: str, after: StateKey | None, limit: int) -> list[tuple[StateKey, RatingState]]:
+        p, c = (after[0], after[2]) if after is not None else ("", "")
+        rows = await self._conn.fetch(QUERIES["scan_states"], system, p, c, limit)
+        return [(StateKey(p, s, c), RatingState(rating, rd, vol, games, peak, last_at, version, extra))
+                for p, s, c, rating, rd, vol, games, peak, last_at, version, extra in rows]
+
     async def versions_changed(self, expected: Mapping[StateKey, int]) -> set[StateKey]:
         if not expected:
             return set()
@@ -154,7 +160,8 @@ class PostgresTx:
         ]
         change_rows = [
             (r.event_id, k[0], k[1], k[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
-             r.cause_id, r.cause_ref, r.changed_at, *r.before, *r.after, r.provisional, r.floor, r.games, r.time)
+             r.cause_id, r.cause_ref, r.changed_at, *r.before, *r.after, r.provisional, r.floor, r.games, r.time,
+             r.inactive)
             for r in records
             for k in (r.key,)
         ]  # fmt: skip
@@ -207,7 +214,7 @@ def payload_of(row: asyncpg.Record) -> bytes:
         row["delta"], row["cause_type"], row["cause_source"], row["cause_id"], row["cause_ref"], row["changed_at"],
         b"", (row["before_rating"], row["before_rd"], row["before_volatility"]),
         (row["after_rating"], row["after_rd"], row["after_volatility"]), row["provisional"], row["floor"],
-        row["games"], row["cause_time"],
+        row["games"], row["cause_time"], row["inactive"],
     ))
 
 

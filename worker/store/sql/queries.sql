@@ -59,6 +59,16 @@ FROM jsonb_array_elements_text($1::jsonb) AS u(player_id)
 JOIN players AS p ON p.player_id = u.player_id
 WHERE p.closed_reason = 'fair_play' AND p.closed_at IS NOT NULL;
 
+-- name: scan_states
+-- $1 system, $2 player_id, $3 category: the next $4 stored states of the system after that key, in key
+-- order (a sweep's pages, worker.engine.sweep; the primary key's range, other systems' rows filtered).
+SELECT r.player_id, r.system, r.category, r.rating, r.rd, r.volatility, r.games, r.peak,
+       r.last_at, r.version, r.extra
+FROM ratings AS r
+WHERE (r.player_id, r.system, r.category) > ($2::text, $1::text, $3::text) AND r.system = $1
+ORDER BY r.player_id, r.system, r.category
+LIMIT $4;
+
 -- name: load_states
 -- $1 jsonb [[player_id, system, category], ...]: the stored states of these keys.
 SELECT r.player_id, r.system, r.category, r.rating, r.rd, r.volatility, r.games, r.peak,
@@ -110,7 +120,8 @@ SELECT player_id, rating FROM ratings WHERE system = $1 AND category = $2 AND rd
 --   $4 changes    [event_id, player_id, system, category, version, rating, delta, cause_type,
 --                  cause_source, cause_id, cause_ref, changed_at (epoch seconds),
 --                  before_rating, before_rd, before_volatility, after_rating, after_rd,
---                  after_volatility, provisional, floor, games, cause_time]
+--                  after_volatility, provisional, floor, games, cause_time, inactive (FIDE; migration
+--                  0006)]
 -- The rating.changed bytes are not stored: the columns are (migration 0003), and
 -- worker.contract.changed.encode_change rebuilds the bytes from them for the relay.
 -- Every history row also gets its outbox row (same statement, same transaction): unpublished until
@@ -169,11 +180,11 @@ changes AS (
     INSERT INTO rating_changes
         (event_id, player_id, system, category, version, rating, delta, cause_type, cause_source,
          cause_id, cause_ref, changed_at, before_rating, before_rd, before_volatility, after_rating,
-         after_rd, after_volatility, provisional, floor, games, cause_time)
+         after_rd, after_volatility, provisional, floor, games, cause_time, inactive)
     SELECT e->>0, e->>1, e->>2, e->>3, (e->>4)::int4, (e->>5)::float8, (e->>6)::float8,
            e->>7, e->>8, e->>9, e->>10, to_timestamp((e->>11)::float8),
            (e->>12)::float8, (e->>13)::float8, (e->>14)::float8, (e->>15)::float8, (e->>16)::float8,
-           (e->>17)::float8, (e->>18)::bool, (e->>19)::float8, (e->>20)::int4, e->>21
+           (e->>17)::float8, (e->>18)::bool, (e->>19)::float8, (e->>20)::int4, e->>21, (e->>22)::bool
     FROM jsonb_array_elements($4::jsonb) AS e
     RETURNING id, event_id
 ),
@@ -204,7 +215,7 @@ SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version
        r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
        extract(epoch FROM r.changed_at)::float8 AS changed_at,
        r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
-       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive
 FROM outbox AS o
 JOIN rating_changes AS r ON r.id = o.change_id
 WHERE o.created_at <= now() - make_interval(secs => $2::float8)
@@ -217,7 +228,7 @@ SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version
        r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
        extract(epoch FROM r.changed_at)::float8 AS changed_at,
        r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
-       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive
 FROM rating_changes AS r
 ORDER BY r.id;
 

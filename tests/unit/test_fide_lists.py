@@ -1,0 +1,181 @@
+"""FIDE's monthly lists (issue 20, item 6; RULES.md FIDE): `rating.period_closed` closes every open period up
+to the list, publishes each list rating, delists under 1400 and marks inactive the players with no rated
+game in the 12 months before it; applied by worker.engine.sweep in chunks, exactly once, resumable."""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+import pytest
+
+from tests.unit.test_fide import at, k, listed
+from worker.commands.replay import replay
+from worker.contract.decode import decode
+from worker.engine import apply_sweep
+from worker.ratings import fide
+from worker.ratings.inputs import PeriodClosed
+from worker.store.memory import MemoryStore
+
+DEC_LIST = PeriodClosed("fide", "2026-12", at(2026, 12, 1, 0))
+
+
+def open_period(rating, live_sum, period="2026-12", n=2, kk=20, last=at(2026, 11, 20), **kw):
+    st = listed(rating, **kw)
+    return st._replace(rating=rating + kk * live_sum, last_at=last,
+                       extra=dict(st.extra, period=period, k=kk, period_games=n, sum=live_sum))
+
+
+def test_a_list_closes_every_open_period_up_to_it_and_no_later_one():
+    """RULES.md FIDE: a rating.period_closed closes every open period up to that list (rounded half away
+    from zero, section 8.3.4), with its own change, also when the rounded rating equals the live one."""
+    (ch,) = fide.close_list(DEC_LIST, k("a"), open_period(1800, 0.36))  # live 1807.2
+    assert ch.after.extra["published"] == 1807 and ch.after.rating == 1807.0 and ch.after.extra["period"] is None
+    assert ch.after.extra["lists"][-1] == ["2026-12", 1807] and ch.after.version == ch.before.version + 1
+    assert ch.after.last_at == at(2026, 11, 20)  # a list is no game of his
+    (same,) = fide.close_list(DEC_LIST, k("a"), open_period(1800, 0.0))
+    assert same.after.rating == same.before.rating == 1800.0
+    assert fide.close_list(DEC_LIST, k("a"), open_period(1800, 0.36, period="2027-01")) == ()
+    assert fide.close_list(PeriodClosed("fide", "2027-01", at(2027, 1, 1, 0)), k("a"),
+                           open_period(1800, 0.36, period="2026-11"))[0].after.extra["published"] == 1807
+
+
+def test_a_rating_below_1400_at_the_list_is_delisted():
+    """Section 7.2.1 (RULES.md FIDE): under 1400 the player is shown unrated on the next list."""
+    (ch,) = fide.close_list(DEC_LIST, k("a"), open_period(1410, -0.75))  # 1395
+    assert ch.after.extra["published"] is None and fide.listed_rating(ch.after) is None
+    assert ch.after.extra["lists"][-1] == ["2026-12", None]
+
+
+def test_no_rated_game_in_12_months_before_the_list_marks_inactive_once():
+    """RULES.md FIDE: inactive on the list after 12 months without a rated game (pooled games count); the
+    rating does not change; a second list does not mark him again; his next rated game makes him active."""
+    old = listed(2100)._replace(last_at=at(2025, 11, 30))  # before 2025-12-01: 12 months before the list
+    (mark,) = fide.close_list(DEC_LIST, k("a"), old)
+    assert mark.after.extra["inactive"] is True and mark.after.rating == 2100.0 and fide.is_inactive(mark.after)
+    assert fide.close_list(PeriodClosed("fide", "2027-01", at(2027, 1, 1, 0)), k("a"), mark.after) == ()
+    assert fide.close_list(DEC_LIST, k("a"), listed(2100)._replace(last_at=at(2025, 12, 1, 0))) == ()
+    unlisted = listed(2100)._replace(last_at=at(2020, 1, 1), extra={**listed(2100).extra, "published": None})
+    assert fide.close_list(DEC_LIST, k("a"), unlisted) == ()  # no listed rating: nothing to mark
+    states = {k("a"): mark.after, k("b"): listed(2100)}
+    (game,) = [c for c in fide.rate_event(__import__("tests.unit.test_fide", fromlist=["event"]).event(
+        [("a", "b", "1-0")], when=at(2026, 12, 5)), states).changes if c.key == k("a")]
+    assert not fide.is_inactive(game.after) and "inactive" not in game.after.extra
+
+
+# --- through the engine, as replay and the worker apply it ---------------------------------------------
+
+
+def ce(ident: str, type_: str, data: dict, time: str) -> bytes:
+    return orjson.dumps({"specversion": "1.0", "id": ident, "source": "/lists", "type": type_, "time": time,
+                         "data": data})
+
+
+def stream(players: int = 12) -> list[bytes]:
+    """Imported players, some of whom play in November (their periods go to the December list), some
+    long idle, one who falls under 1400; then the December list, delivered twice, then a December event."""
+    lines = []
+    for i in range(players):
+        last = "2025-06-01T00:00:00Z" if i % 3 == 0 else "2026-10-01T00:00:00Z"
+        lines.append(ce(f"imp-{i}", "rating.imported", {
+            "player_id": f"p{i:02d}", "system": "fide", "category": "standard", "rating": 1401 if i == 1 else 1800 + i,
+            "games": 60, "imported_at": "2026-11-01T00:00:00Z", "last_played_at": last}, "2026-11-01T00:00:00Z"))
+    games = [{"round": 1, "white": "p01", "black": "p02", "result": "0-1"},
+             {"round": 2, "white": "p04", "black": "p05", "result": "1-0"},
+             {"round": 3, "white": "p07", "black": "p08", "result": "1/2-1/2"}]
+    ids = sorted({g[s] for g in games for s in ("white", "black")})
+    lines.append(ce("nov-open", "event.finished", {
+        "competition_id": "nov-open", "kind": "fide", "rated": True, "finished_at": "2026-11-20T18:00:00Z",
+        "rating_type": "standard", "players": [{"player_id": p} for p in ids], "games": games},
+        "2026-11-20T18:00:00Z"))
+    close = ce("fide-list-2026-12", "rating.period_closed", {"system": "fide", "list": "2026-12",
+                                                             "closed_at": "2026-12-01T00:00:00Z"},
+               "2026-12-01T00:00:00Z")
+    lines += [close, close]
+    lines.append(ce("dec-open", "event.finished", {
+        "competition_id": "dec-open", "kind": "fide", "rated": True, "finished_at": "2026-12-10T18:00:00Z",
+        "rating_type": "standard", "players": [{"player_id": "p00"}, {"player_id": "p04"}],
+        "games": [{"round": 1, "white": "p00", "black": "p04", "result": "1-0"}]}, "2026-12-10T18:00:00Z"))
+    return lines
+
+
+async def run(lines, chunk=1000):
+    out, errors = io.BytesIO(), io.StringIO()
+    store = await replay(lines, out, chunk=chunk, errors=errors)
+    assert errors.getvalue() == ""
+    return store, [orjson.loads(x)["data"] for x in out.getvalue().splitlines()]
+
+
+async def test_the_list_closes_periods_delists_and_marks_inactive_through_replay():
+    store, changes = await run(stream())
+    listed_ = [c for c in changes if c["cause"]["type"] == "rating.period_closed"]
+    closed = {c["player_id"] for c in listed_ if not c["inactive"]}
+    assert closed == {"p01", "p02", "p04", "p05", "p07", "p08"}  # the November players' periods
+    assert all(c["cause"]["ref"] == "2026-12" and c["changed_at"] == "2026-12-01T00:00:00Z" for c in listed_)
+    p01 = next(c for c in listed_ if c["player_id"] == "p01")
+    assert p01["after"]["rating"] is None and p01["delta"] is None  # 1401 lost 1.6: 1399, delisted
+    inactive = {c["player_id"] for c in listed_ if c["inactive"]}
+    assert inactive == {"p00", "p03", "p06", "p09"}  # idle since June 2025 (p00 plays again in December)
+    p00 = [c for c in changes if c["player_id"] == "p00"]
+    assert [c["inactive"] for c in p00] == [False, True, False]  # imported, marked, active again
+    assert store.messages[("/lists", "fide-list-2026-12")].duplicates == 1  # delivered twice, applied once
+    versions = [(c["player_id"], c["version"]) for c in changes]
+    assert len(versions) == len(set(versions))
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5])
+async def test_chunks_of_any_size_give_the_same_result(chunk, monkeypatch):
+    """The sweep's chunk size (SWEEP_CHUNK) changes how many transactions, not what they change."""
+    from worker.engine import sweep
+
+    whole_store, whole = await run(stream())
+    calls = []
+    real = sweep.apply_sweep
+
+    async def counted(store, message, published=None, size=sweep.CHUNK, progress=None, after_chunk=None):
+        progress = progress or sweep.SweepProgress()
+        result = await real(store, message, published, size, progress, after_chunk)
+        calls.append(progress.chunks)
+        return result
+
+    monkeypatch.setattr(sweep, "CHUNK", chunk)
+    monkeypatch.setattr(sweep, "apply_sweep", counted)
+    chunked_store, chunked = await run(stream())
+    assert calls[0] == -(-10 // chunk)  # 10 states change (6 closes, 4 marks), at most `chunk` a transaction
+    assert chunked == whole and chunked_store.states == whole_store.states
+
+
+async def test_a_sweep_cut_short_resumes_and_changes_nothing_twice():
+    """A crash after some chunks: the message is delivered again, the sweep goes over the pages again and
+    changes only what is left; its id is recorded processed once, at the end."""
+    lines = stream()
+    before, close, after = lines[:-3], lines[-3], lines[-1]
+    store, first = MemoryStore(), io.BytesIO()
+    await replay(before, first, store=store)
+
+    class Crash(Exception):
+        pass
+
+    def crash_after(n: int) -> None:
+        if n == 2:
+            raise Crash()
+
+    message = decode(close)
+    done = []
+
+    async def keep(part) -> None:
+        done.extend(part.records)
+
+    with pytest.raises(Crash):
+        await apply_sweep(store, message, keep, 2, after_chunk=crash_after)
+    assert ("/lists", "fide-list-2026-12") not in store.messages and len(done) == 4
+    again = await apply_sweep(store, message, keep, 2)
+    assert [m.status for m in again.messages] == ["applied"]
+    keys = [(r.key, r.version) for r in done]
+    assert len(keys) == len(set(keys))  # nothing changed twice
+    await replay([after], io.BytesIO(), store=store)
+    reference, changes = await run(stream())
+    assert store.states == reference.states  # the same as if it had never been cut short
+    listed_ = [c for c in changes if c["cause"]["type"] == "rating.period_closed"]
+    assert sorted(orjson.dumps(orjson.loads(r.payload)["data"], option=orjson.OPT_SORT_KEYS) for r in done) == sorted(
+        orjson.dumps(c, option=orjson.OPT_SORT_KEYS) for c in listed_)

@@ -1,0 +1,158 @@
+"""A message that concerns every stored state of a system (FIDE's monthly list, `rating.period_closed`),
+applied in bounded chunks, each one transaction, and the messages around it in order.
+
+A list publication changes tens of thousands of ratings: one transaction holding all their locks would
+stall every other batch that touches any of those players for as long as it takes. So a sweep reads the
+system's states page by page without locks (`scan_states`), keeps the states its `rate_state` would
+change, and applies those in a transaction of their own: their players locked in sorted order, the
+states loaded again under the locks and rated again from what is stored then, the changes saved with
+their history and outbox rows. A transaction holds at most `chunk` states' locks.
+
+Exactly once, resumable: a state a sweep has changed is no longer one it changes (a closed period is
+not open, an inactive mark is not set twice), so a sweep cut short by a crash, delivered again, goes
+over the pages again and changes only what is left. Its (source, id) is recorded processed in its last
+transaction, after every page: a second delivery after that is a duplicate, as for any message.
+
+`apply_messages` is the one entry for a run of messages that may hold sweeps: the messages between two
+sweeps go as one batch (`apply_batch`), each sweep on its own, in order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from worker.contract.changed import ChangeRecord, change_record
+from worker.engine.batch import apply_batch
+from worker.engine.compute import BatchResult, MessageResult
+from worker.ratings.inputs import Message
+from worker.ratings.registry import system_for
+from worker.ratings.state import RatingChange, RatingState, StateKey
+from worker.ratings.system import RatingSystem
+from worker.store.base import ProcessedMessage, StateStore
+
+__all__ = ["CHUNK", "SweepProgress", "apply_messages", "apply_sweep", "is_sweep", "segments"]
+
+CHUNK = 1000  # states per transaction: the longest any other batch waits for a sweep's locks
+
+# Called after each chunk's commit with its result (records and their history row ids): the worker
+# publishes them at once; without it they are returned with the sweep's result (replay).
+Published = Callable[[BatchResult], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class SweepProgress:
+    """What a sweep did so far (for its log line and the benchmark)."""
+
+    scanned: int = 0
+    changed: int = 0
+    chunks: int = 0
+    longest_chunk_s: float = 0.0
+
+
+def is_sweep(message: Message) -> bool:
+    """A message its system applies as a sweep (its type is the sweep's, not one the system rates)."""
+    system = system_for(message)
+    return system is not None and system.sweep is not None and message.type == system.sweep.kind
+
+
+def segments(messages: Sequence[Message]) -> list[tuple[bool, list[Message]]]:
+    """The messages cut into runs: (False, a batch of ordinary messages) or (True, [one sweep]), in order."""
+    out: list[tuple[bool, list[Message]]] = []
+    for m in messages:
+        if is_sweep(m):
+            out.append((True, [m]))
+        elif out and not out[-1][0]:
+            out[-1][1].append(m)
+        else:
+            out.append((False, [m]))
+    return out
+
+
+async def apply_messages(store: StateStore, messages: Sequence[Message], published: Published | None = None,
+                         chunk: int | None = None) -> BatchResult:
+    """Apply messages in order: runs of ordinary messages as batches, each sweep in chunks. One result, in
+    the messages' order (a sweep's records only when `published` is not given)."""
+    result = BatchResult()
+    for sweep, run in segments(messages):
+        part = await (apply_sweep(store, run[0], published, chunk or CHUNK) if sweep else apply_batch(store, run))
+        result.messages += part.messages
+        result.records += part.records
+        result.row_ids += part.row_ids
+    return result
+
+
+async def apply_sweep(store: StateStore, message: Message, published: Published | None = None,
+                      chunk: int = CHUNK, progress: SweepProgress | None = None,
+                      after_chunk: Callable[[int], None] | None = None) -> BatchResult:
+    """Apply one sweep message (see the module docstring). `after_chunk(n)` is called after the n-th
+    chunk's commit (the test-only fault seam)."""
+    system = system_for(message)
+    assert system is not None and system.sweep is not None
+    progress = progress if progress is not None else SweepProgress()
+    ident = (message.source, message.id)
+    async with store.reader() as reader:
+        if await reader.processed([ident]):
+            async with store.transaction() as tx:  # counted on its row, as for any repeated delivery
+                await tx.save({}, [], [ProcessedMessage(message.source, message.id, "", "duplicate", duplicates=1)], {})
+            return BatchResult(messages=[MessageResult("duplicate")])
+    result = BatchResult()
+    after: StateKey | None = None
+    while True:
+        async with store.reader() as reader:
+            page = await reader.scan_states(system.name, after, chunk)
+        if not page:
+            break
+        after = page[-1][0]
+        progress.scanned += len(page)
+        concerns = system.sweep.concerns
+        wanted = [k for k, st in page if concerns(message.payload, st)]
+        if wanted:
+            started = time.perf_counter()
+            done = await _apply_chunk(store, message, system, wanted)
+            progress.longest_chunk_s = max(progress.longest_chunk_s, time.perf_counter() - started)
+            progress.changed += len(done.records)
+            progress.chunks += 1
+            if published is not None:
+                await published(done)
+            else:
+                result.records += done.records
+                result.row_ids += done.row_ids
+            if after_chunk is not None:
+                after_chunk(progress.chunks)
+    async with store.transaction() as tx:
+        if await tx.processed([ident]):  # another worker finished the same sweep meanwhile
+            return BatchResult(messages=[MessageResult("duplicate")])
+        processed = ProcessedMessage(message.source, message.id, message.type, "applied", system=system.name,
+                                     ref=message.ref)
+        await tx.save({}, [], [processed], {})
+    result.messages.append(MessageResult("applied"))
+    return result
+
+
+async def _apply_chunk(store: StateStore, message: Message, system: RatingSystem, keys: list[StateKey]) -> BatchResult:
+    """One chunk in one transaction: lock, load, rate each state again from what is stored now, save."""
+    at = system.sweep.cause_time(message.payload)
+    async with store.transaction() as tx:
+        await tx.lock_players(sorted({k.player_id for k in keys}))
+        stored = await tx.load_states(keys)
+        states: dict[StateKey, RatingState] = {}
+        records: list[ChangeRecord] = []
+        for key in keys:
+            st = stored.get(key)
+            if st is None:
+                continue
+            for ch in system.sweep.rate_state(message.payload, key, st):
+                _check(ch, st)
+                st = states[key] = ch.after
+                records.append(change_record(message, ch, at, system.shown_rating, system.starts_unrated,
+                                             system.inactive))
+        row_ids = await tx.save(states, records, [], {}) if states else []
+    return BatchResult(records=records, row_ids=row_ids)
+
+
+def _check(change: RatingChange, before: RatingState) -> None:
+    """A sweep's change makes the state's next version, as every change does (worker.engine.compute)."""
+    if change.after.version != before.version + 1:
+        raise ValueError(f"{tuple(change.key)}: version {change.after.version} does not follow {before.version}")
