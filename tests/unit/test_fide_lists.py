@@ -9,7 +9,7 @@ import io
 import orjson
 import pytest
 
-from tests.unit.test_fide import at, k, listed
+from tests.unit.test_fide import at, event, k, listed
 from worker.commands.replay import replay
 from worker.contract.decode import decode
 from worker.engine import apply_sweep
@@ -18,9 +18,10 @@ from worker.ratings.inputs import PeriodClosed
 from worker.store.memory import MemoryStore
 
 DEC_LIST = PeriodClosed("fide", "2026-12", at(2026, 12, 1, 0))
+NOV_20 = at(2026, 11, 20)
 
 
-def open_period(rating, live_sum, period="2026-12", n=2, kk=20, last=at(2026, 11, 20), **kw):
+def open_period(rating, live_sum, period="2026-12", n=2, kk=20, last=NOV_20, **kw):
     st = listed(rating, **kw)
     return st._replace(rating=rating + kk * live_sum, last_at=last,
                        extra=dict(st.extra, period=period, k=kk, period_games=n, sum=live_sum))
@@ -58,8 +59,8 @@ def test_no_rated_game_in_12_months_before_the_list_marks_inactive_once():
     unlisted = listed(2100)._replace(last_at=at(2020, 1, 1), extra={**listed(2100).extra, "published": None})
     assert fide.close_list(DEC_LIST, k("a"), unlisted) == ()  # no listed rating: nothing to mark
     states = {k("a"): mark.after, k("b"): listed(2100)}
-    (game,) = [c for c in fide.rate_event(__import__("tests.unit.test_fide", fromlist=["event"]).event(
-        [("a", "b", "1-0")], when=at(2026, 12, 5)), states).changes if c.key == k("a")]
+    (game,) = [c for c in fide.rate_event(event([("a", "b", "1-0")], when=at(2026, 12, 5)), states).changes
+               if c.key == k("a")]
     assert not fide.is_inactive(game.after) and "inactive" not in game.after.extra
 
 
