@@ -4,6 +4,7 @@ game in the 12 months before it; applied by worker.engine.sweep in chunks, exact
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import orjson
@@ -13,8 +14,10 @@ from tests.unit.test_fide import at, event, k, listed
 from worker.commands.replay import replay
 from worker.contract.decode import decode
 from worker.engine import apply_sweep
+from worker.engine import sweep as sweep_module
 from worker.ratings import fide
 from worker.ratings.inputs import PeriodClosed
+from worker.ratings.registry import system_for
 from worker.store.memory import MemoryStore
 
 DEC_LIST = PeriodClosed("fide", "2026-12", at(2026, 12, 1, 0))
@@ -180,3 +183,26 @@ async def test_a_sweep_cut_short_resumes_and_changes_nothing_twice():
     listed_ = [c for c in changes if c["cause"]["type"] == "rating.period_closed"]
     assert sorted(orjson.dumps(orjson.loads(r.payload)["data"], option=orjson.OPT_SORT_KEYS) for r in done) == sorted(
         orjson.dumps(c, option=orjson.OPT_SORT_KEYS) for c in listed_)
+
+
+async def test_a_bug_in_the_sweep_s_rating_code_fails_the_message_not_the_worker(monkeypatch):
+    """Like any message the rating code fails on: reported as failed (the pipeline dead-letters it as
+    rating_error), its chunk rolled back, nothing recorded processed; re-submitted after a fix, it resumes."""
+    lines = stream()
+    store = MemoryStore()
+    await replay(lines[:-3], io.BytesIO(), store=store)
+    states_before = dict(store.states)
+
+    def broken(closing, k, state, params=fide.PARAMS):
+        raise ZeroDivisionError("a bug")
+
+    message = decode(lines[-3])
+    system = system_for(message)
+    with_bug = dataclasses.replace(system, sweep=dataclasses.replace(system.sweep, rate_state=broken))
+    monkeypatch.setattr(sweep_module, "system_for", lambda m: with_bug)
+    result = await apply_sweep(store, message, None, 4)
+    assert [(m.status, m.error) for m in result.messages] == [("failed", "ZeroDivisionError: a bug")]
+    assert store.states == states_before and ("/lists", "fide-list-2026-12") not in store.messages
+    monkeypatch.undo()
+    fixed = await apply_sweep(store, message, None, 4)
+    assert [m.status for m in fixed.messages] == ["applied"] and len(fixed.records) == 10

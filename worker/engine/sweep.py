@@ -106,11 +106,14 @@ async def apply_sweep(store: StateStore, message: Message, published: Published 
             break
         after = page[-1][0]
         progress.scanned += len(page)
-        concerns = system.sweep.concerns
-        wanted = [k for k, st in page if concerns(message.payload, st)]
-        if wanted:
+        try:
+            wanted = _wanted(system, message, page)
             started = time.perf_counter()
-            done = await _apply_chunk(store, message, system, wanted)
+            done = await _apply_chunk(store, message, system, wanted) if wanted else None
+        except _RatingFailed as exc:  # a bug of the rating code: said, dead-lettered, the rest goes on
+            result.messages.append(MessageResult("failed", error=str(exc)))
+            return result  # with the chunks committed before it
+        if done is not None:
             progress.longest_chunk_s = max(progress.longest_chunk_s, time.perf_counter() - started)
             progress.changed += len(done.records)
             progress.chunks += 1
@@ -131,6 +134,14 @@ async def apply_sweep(store: StateStore, message: Message, published: Published 
     return result
 
 
+def _wanted(system: RatingSystem, message: Message, page: list[tuple[StateKey, RatingState]]) -> list[StateKey]:
+    try:
+        concerns = system.sweep.concerns
+        return [k for k, st in page if concerns(message.payload, st)]
+    except Exception as exc:  # noqa: BLE001 - see _RatingFailed
+        raise _RatingFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
 async def _apply_chunk(store: StateStore, message: Message, system: RatingSystem, keys: list[StateKey]) -> BatchResult:
     """One chunk in one transaction: lock, load, rate each state again from what is stored now, save."""
     at = system.sweep.cause_time(message.payload)
@@ -139,17 +150,25 @@ async def _apply_chunk(store: StateStore, message: Message, system: RatingSystem
         stored = await tx.load_states(keys)
         states: dict[StateKey, RatingState] = {}
         records: list[ChangeRecord] = []
-        for key in keys:
-            st = stored.get(key)
-            if st is None:
-                continue
-            for ch in system.sweep.rate_state(message.payload, key, st):
-                _check(ch, st)
-                st = states[key] = ch.after
-                records.append(change_record(message, ch, at, system.shown_rating, system.starts_unrated,
-                                             system.inactive))
+        try:
+            for key in keys:
+                st = stored.get(key)
+                if st is None:
+                    continue
+                for ch in system.sweep.rate_state(message.payload, key, st):
+                    _check(ch, st)
+                    st = states[key] = ch.after
+                    records.append(change_record(message, ch, at, system.shown_rating, system.starts_unrated,
+                                                 system.inactive))
+        except Exception as exc:  # noqa: BLE001 - rolled back with the chunk; the message is dead-lettered
+            raise _RatingFailed(f"{type(exc).__name__}: {exc}") from exc
         row_ids = await tx.save(states, records, [], {}) if states else []
     return BatchResult(records=records, row_ids=row_ids)
+
+
+class _RatingFailed(Exception):
+    """The rating code failed on a sweep (a bug): the chunk rolls back, the message is dead-lettered as
+    `rating_error` like any message the rating code fails on; re-submitted after a fix, it resumes."""
 
 
 def _check(change: RatingChange, before: RatingState) -> None:
