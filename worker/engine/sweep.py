@@ -35,6 +35,8 @@ from worker.store.base import ProcessedMessage, StateStore
 __all__ = ["CHUNK", "SweepProgress", "apply_messages", "apply_sweep", "is_sweep", "segments"]
 
 CHUNK = 1000  # states per transaction: the longest any other batch waits for a sweep's locks
+# The lock anchor of a sweep's last transaction: no player has an empty id (the schemas' minLength 1).
+END_LOCK = ""
 
 # Called after each chunk's commit with its result (records and their history row ids): the worker
 # publishes them at once; without it they are returned with the sweep's result (replay).
@@ -125,6 +127,7 @@ async def apply_sweep(store: StateStore, message: Message, published: Published 
             if after_chunk is not None:
                 after_chunk(progress.chunks)
     async with store.transaction() as tx:
+        await tx.lock_players([END_LOCK])  # two deliveries of one sweep (a rebalance) end one after the other
         if await tx.processed([ident]):  # another worker finished the same sweep meanwhile
             return BatchResult(messages=[MessageResult("duplicate")])
         processed = ProcessedMessage(message.source, message.id, message.type, "applied", system=system.name,
