@@ -55,6 +55,9 @@ BENCHMARKS = {
     "leaderboard": ("leaderboard and history queries on 1,000,000 players (EXPLAIN ANALYZE)",
                     _run("leaderboard", lambda m: m.main())),
     "imports": ("rating-worker import of 1,000,000 players", _run("imports", lambda m: asyncio.run(m.main()))),
+    "limit": ("the worker against the machine's limit for the same work (issue 21): 100,000 games among 20,000 "
+              "players, PostgreSQL at default memory; worker, naive, pure Python, the same rows by COPY",
+              _run("limit", lambda m: asyncio.run(m.main()))),
     "lists": ("a FIDE list (rating.period_closed) on BENCH_LIST_PLAYERS (100,000) players: the sweep's time, its "
               "longest chunk and other transactions' lock waits", _run("lists", lambda m: asyncio.run(m.main()))),
     "pipeline": ("throughput and latency", _pipeline("pipeline")),

@@ -1,0 +1,144 @@
+"""`./dev bench limit`: the worker against the machine's limit for the same work, measured in one run
+(issue 21), in the realistic case: BENCH_LIMIT_GAMES (100,000) CSR games among BENCH_LIMIT_PLAYERS
+(20,000) players, batches of 5,000, PostgreSQL at its default memory settings with durable commits.
+
+Four figures, on the same games, one after the other (never at the same time: 2 cores):
+
+worker   one `rating-worker run` process, end to end (consume, decode, lock, rate, write, commit,
+         publish, commit offsets), games/s from its first commit to its last;
+naive    the same worker with one transaction per message (BATCH_SIZE=1, MAX_INFLIGHT_BATCHES=1), on the
+         first BENCH_LIMIT_NAIVE (3,000) games;
+python   the worker's own Python work per game, nothing else: decode, rate and encode the
+         rating.changed bytes, through the engine on the memory store, in batches of 5,000;
+database the same durable rows by the cheapest path: per batch, one transaction that COPYs the new
+         ratings (into a temporary table, then one upsert), the history rows, the outbox rows and the
+         processed ids, and commits (fsync).
+
+The limit is what one worker process could reach if its Python thread and PostgreSQL overlapped
+perfectly: 1 / max(python, database) per game. It prints each figure, the worker as a fraction of the
+limit and as a multiple of naive, with the CPU model beside them: ratios hold from one machine to
+another, absolute figures do not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+
+from bench.common import fresh_db
+from bench.lists import _cpu
+from bench.pipeline import throughput
+from worker import dev
+from worker.contract.decode import decode
+from worker.dev.streams import games
+from worker.engine import apply_batch
+from worker.store.memory import MemoryStore
+
+GAMES = int(os.environ.get("BENCH_LIMIT_GAMES", "100000"))
+PLAYERS = int(os.environ.get("BENCH_LIMIT_PLAYERS", "20000"))
+NAIVE = int(os.environ.get("BENCH_LIMIT_NAIVE", "3000"))
+BATCH = 5000
+# Durable commits, and nothing else changed: PostgreSQL's own memory defaults (shared_buffers 128 MB).
+SETTINGS = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
+
+
+async def python_cost(values: list[bytes]) -> tuple[float, list]:
+    """Seconds of the worker's pure Python work over the games (decode, rate, encode), and each batch's
+    durable rows (states, records, processed ids) for the database figure."""
+    store = MemoryStore()
+    batches = []
+    started = time.perf_counter()
+    for i in range(0, len(values), BATCH):
+        messages = [decode(v) for v in values[i:i + BATCH]]
+        before = len(store.history)
+        await apply_batch(store, messages)
+        batches.append((messages, store.history[before:]))
+    seconds = time.perf_counter() - started
+    # the states as each batch left them: the last state of each key its records changed
+    out = []
+    for messages, records in batches:
+        keys = {r.key for r in records}
+        out.append((messages, records, {k: store.states[k] for k in keys}))
+    return seconds, out
+
+
+def _copy_rows(records, states, messages):
+    ratings = [(k[0], k[1], k[2], st.rating, st.rd, st.volatility, st.games, st.peak, st.last_at, st.version)
+               for k, st in states.items()]
+    history = [(r.event_id, r.key[0], r.key[1], r.key[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
+                r.cause_id, r.cause_ref, datetime.fromtimestamp(r.changed_at, UTC), r.before[0], r.before[1],
+                r.before[2], r.after[0], r.after[1], r.after[2], r.provisional, r.floor, r.games, r.time)
+               for r in records]
+    processed = [(m.source, m.id, m.type, "applied") for m in messages]
+    return ratings, history, processed
+
+
+async def database_cost(url: str, batches) -> float:
+    """Seconds to write the same rows by COPY, one durable transaction per batch (the rows built first)."""
+    rows = [_copy_rows(records, states, messages) for messages, records, states in batches]
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE TEMP TABLE staged (LIKE ratings INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+        rating_columns = ["player_id", "system", "category", "rating", "rd", "volatility", "games", "peak", "last_at",
+                          "version"]
+        history_columns = ["event_id", "player_id", "system", "category", "version", "rating", "delta", "cause_type",
+                           "cause_source", "cause_id", "cause_ref", "changed_at", "before_rating", "before_rd", "before_volatility",
+                           "after_rating", "after_rd", "after_volatility", "provisional", "floor", "games",
+                           "cause_time"]
+        started = time.perf_counter()
+        for ratings, history, processed in rows:
+            async with conn.transaction():
+                await conn.copy_records_to_table("staged", records=ratings, columns=rating_columns)
+                await conn.execute(
+                    "INSERT INTO ratings (player_id, system, category, rating, rd, volatility, games, peak, last_at, "
+                    "version) SELECT player_id, system, category, rating, rd, volatility, games, peak, last_at, "
+                    "version FROM staged ON CONFLICT (player_id, system, category) DO UPDATE SET "
+                    "rating = excluded.rating, rd = excluded.rd, volatility = excluded.volatility, "
+                    "games = excluded.games, peak = excluded.peak, last_at = excluded.last_at, "
+                    "version = excluded.version")
+                await conn.copy_records_to_table("rating_changes", records=history, columns=history_columns)
+                await conn.execute("INSERT INTO outbox (change_id) SELECT id FROM rating_changes "
+                                   "WHERE id > coalesce((SELECT max(change_id) FROM outbox), 0)")
+                await conn.copy_records_to_table("processed_messages", records=processed,
+                                                 columns=["source", "id", "type", "outcome"])
+        return time.perf_counter() - started
+    finally:
+        await conn.close()
+
+
+async def main() -> None:
+    values = games(GAMES, PLAYERS, seed=3)
+    pg = dev.start_postgres(settings=SETTINGS)
+    broker = dev.broker_from_env_or_start()
+    log = Path(tempfile.mkdtemp(prefix="bench-limit-")) / "worker.log"
+    try:
+        print(f"bench limit: {GAMES:,} games among {PLAYERS:,} players, batches of {BATCH:,}; PostgreSQL default "
+              f"memory settings, durable commits", flush=True)
+        worker = await throughput(pg, broker, log, batch_size=BATCH, values=values, tag="limit-worker")
+        print(f"  worker: {worker:,.0f} games/s", flush=True)
+        naive = await throughput(pg, broker, log, batch_size=1, values=values[:NAIVE], tag="limit-naive",
+                                 max_inflight_batches=1)
+        print(f"  naive: {naive:,.0f} games/s", flush=True)
+        py_s, batches = await python_cost(values)
+        print(f"  python: {py_s / GAMES * 1e6:.1f} us/game", flush=True)
+        db_s = await database_cost(await fresh_db(pg, "bench_limit_copy"), batches)
+        print(f"  database (COPY): {db_s / GAMES * 1e6:.1f} us/game", flush=True)
+        limit = GAMES / max(py_s, db_s)
+        print(f"\nCPU: {_cpu()} ({os.cpu_count()} cores)")
+        print(f"limit (1 / max(python, database)): {limit:,.0f} games/s (python {py_s / GAMES * 1e6:.1f} us, "
+              f"database {db_s / GAMES * 1e6:.1f} us per game)")
+        print(f"worker: {worker:,.0f} games/s = {worker / limit:.2f} of the limit, {worker / naive:.0f}x naive "
+              f"({naive:,.0f} games/s)")
+    finally:
+        broker.stop()
+        pg.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
