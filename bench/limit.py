@@ -9,7 +9,8 @@ worker   one `rating-worker run` process, end to end (consume, decode, lock, rat
 naive    the same worker with one transaction per message (BATCH_SIZE=1, MAX_INFLIGHT_BATCHES=1), on the
          first BENCH_LIMIT_NAIVE (3,000) games;
 python   the worker's own Python work per game, nothing else: decode, rate and encode the
-         rating.changed bytes, through the engine on the memory store, in batches of 5,000;
+         rating.changed bytes, through the engine on the memory store, in batches of 5,000, with the
+         garbage collector tuned as the worker tunes it (worker/runtime.py);
 database the same durable rows by the cheapest path: per batch, one transaction that COPYs the new
          ratings (into a temporary table, then one upsert), the history rows, the outbox rows and the
          processed ids, and commits (fsync).
@@ -38,6 +39,7 @@ from worker import dev
 from worker.contract.decode import decode
 from worker.dev.streams import games
 from worker.engine import apply_batch
+from worker.runtime import tune_for_throughput
 from worker.store.memory import MemoryStore
 
 GAMES = int(os.environ.get("BENCH_LIMIT_GAMES", "100000"))
@@ -51,6 +53,7 @@ SETTINGS = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
 async def python_cost(values: list[bytes]) -> tuple[float, list]:
     """Seconds of the worker's pure Python work over the games (decode, rate, encode), and each batch's
     durable rows (states, records, processed ids) for the database figure."""
+    tune_for_throughput()  # the collector as the worker runs it (worker/runtime.py)
     store = MemoryStore()
     batches = []
     started = time.perf_counter()
