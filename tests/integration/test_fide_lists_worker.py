@@ -61,6 +61,12 @@ async def test_the_list_sent_by_the_command_is_applied_in_chunks_as_replay_appli
     # Every record as replay writes it, each once (the relay may publish one twice: consumers drop it by id).
     got = {r.value for r in published}
     assert got == set(expected.getvalue().splitlines())
+    # each player's changes in version order on the topic, the list's chunks and the batch around them alike
+    seen: dict[str, int] = {}
+    for r in sorted(published, key=lambda r: (r.partition, r.offset)):
+        data = orjson.loads(r.value)["data"]
+        assert data["version"] >= seen.get(data["player_id"], 0), data  # (>=: the relay may repeat one)
+        seen[data["player_id"]] = data["version"]
     for value in got:
         validate_output(orjson.loads(value))
     conn = await asyncpg.connect(database_url)

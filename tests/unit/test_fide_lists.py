@@ -206,3 +206,50 @@ async def test_a_bug_in_the_sweep_s_rating_code_fails_the_message_not_the_worker
     monkeypatch.undo()
     fixed = await apply_sweep(store, message, None, 4)
     assert [m.status for m in fixed.messages] == ["applied"] and len(fixed.records) == 10
+
+
+# --- what the review of this change found (each once wrong) ----------------------------------------------
+
+
+def test_a_player_delisted_by_the_close_at_his_event_pools_its_games():
+    """Section 7.2.1: under 1400 he is unrated from then on: the games of the event whose close delisted
+    him are pooled for him, and his opponent's game against him is not rated (nobody is rated against a
+    rating he no longer has)."""
+    a = open_period(1405, -1.0, period="2026-03")  # live 1385: delisted at the close
+    states = {k("a"): a, k("b"): listed(1600)}
+    ev = event([("a", "b", "1-0"), ("b", "a", "0-1")], when=at(2026, 3, 10))
+    out = fide.rate_event(dataclasses.replace(ev, started_at=at(2026, 2, 20)), states)
+    close, pooled = [c for c in out.changes if c.key == k("a")]
+    assert close.after.extra["published"] is None and len(pooled.after.extra["pool"]) == 2
+    assert not [c for c in out.changes if c.key == k("b")] and out.left_out == (("b", "unrated_opponent"),)
+
+
+def test_an_event_arriving_after_its_list_came_out_goes_to_the_next_list():
+    """RULES.md FIDE (rated into the open period): a late event never reopens a list already published,
+    which would then be rewritten at the next close."""
+    x = listed(1500)._replace(extra={**listed(1500).extra, "lists": [["2026-12", 1500]]})
+    states = {k("x"): x, k("y"): listed(1500)}
+    late = event([("x", "y", "1-0")], when=at(2026, 11, 20))  # the December list's event, after it came out
+    (xs,) = [c for c in fide.rate_event(late, states).changes if c.key == k("x")]
+    assert xs.after.extra["period"] == "2027-01"
+
+
+def test_a_close_by_an_event_is_no_game_of_his():
+    """RULES.md FIDE: inactive after 12 months without a rated game; a period closed because he played
+    an event where none of his games counted does not make him active."""
+    x = open_period(1800, 0.0, period="2025-01", last=at(2024, 12, 10))
+    states = {k("x"): x, k("o"): listed(1800)}
+    out = fide.rate_event(event([("x", "new", "1-0")], when=at(2026, 1, 10)), states)  # an unrated opponent
+    (close,) = [c for c in out.changes if c.key == k("x")]
+    assert close.after.last_at == at(2024, 12, 10)
+    marks = fide.close_list(PeriodClosed("fide", "2026-02", at(2026, 2, 1, 0)), k("x"), close.after)
+    assert [m.after.extra.get("inactive") for m in marks] == [True]
+
+
+def test_each_player_keeps_his_reason_when_nobody_in_the_event_changed():
+    """Issue 20, item 2: a lone rapid game 650 points apart with a player over 2600 (rapid and blitz
+    regulations, from 1 December 2024) leaves both unchanged for that reason, not a generic one."""
+    states = {k("g", "rapid"): listed(2650), k("l", "rapid"): listed(2000)}
+    out = fide.rate_event(event([("g", "l", "1-0")], when=at(2026, 11, 10), rating_type="rapid"), states)
+    assert out.unrated_reason == "no_rated_games"
+    assert out.left_out == (("g", "rating_gap_600"), ("l", "rating_gap_600"))

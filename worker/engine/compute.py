@@ -188,6 +188,8 @@ def _processed(message: Message, system: RatingSystem, outcome: Outcome) -> Proc
         if not outcome.left_out:
             return ProcessedMessage(message.source, message.id, message.type, "applied", ref=message.ref)
         left_out = outcome.left_out
+    elif outcome.left_out:  # each player's own reason (a FIDE event where no game counted)
+        left_out = outcome.left_out
     else:
         reason = outcome.unrated_reason
         left_out = tuple((pid, reason) for pid in dict.fromkeys(system.players(message.payload)))

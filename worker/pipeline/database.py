@@ -48,6 +48,9 @@ class DatabaseStage:
         worker.pipeline.loop, for its changes): a list's tens of thousands of changes never wait in
         memory for the whole sweep. A crash in between leaves outbox rows: the relay publishes them."""
         self.sweep_chunks += 1
+        await self._publish_now(part)
+
+    async def _publish_now(self, part: BatchResult) -> None:
         if self.publisher is None:
             return
         await self.publisher.publish(part.records)
@@ -114,8 +117,9 @@ class DatabaseStage:
         before it committed: its runs of ordinary messages as batches and each sweep in its chunks, in
         order, each retried until it commits (a retried sweep changes only what is left). The batches
         behind it wait for it, so this worker's partitions pause for the sweep's length; other workers
-        wait at most one chunk's transaction for its locks. Each chunk's changes are published as it
-        commits (`_publish_chunk`), the other runs' with the batch."""
+        wait at most one chunk's transaction for its locks. It starts once the batch before it is also
+        published, and publishes as it goes, each run and each chunk as it commits: a player's changes go
+        out in version order."""
         b.planned.set()  # nothing planned ahead: the batch behind plans on its own snapshot
         await b.after_previous()
         result = BatchResult()
@@ -132,6 +136,9 @@ class DatabaseStage:
                     longest_chunk_s=round(progress.longest_chunk_s, 3))
             else:
                 part = await self._retried(b, reason, lambda r=run: apply_batch(self.store, r))
+                if self.publisher is not None:  # out before the sweep's chunks: each player's in version order
+                    await self._publish_now(part)
+                    part.records, part.row_ids = [], []
             result.messages += part.messages
             result.records += part.records
             result.row_ids += part.row_ids

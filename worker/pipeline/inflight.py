@@ -53,6 +53,7 @@ class Batch:
         self.task: asyncio.Task | None = None
         # Steps of its completion already done: a stop may cut the completion short, and the drain then
         # completes the batch again without doing them twice.
+        self._published = asyncio.Event()  # its changes published (a sweep behind it waits for that)
         self.reported = self.published = False
         self._changed = asyncio.Event()
         self._prev_attempt: int | None = None
@@ -98,12 +99,30 @@ class Batch:
             await p._changed.wait()
         self._prev_attempt = p.attempt if p is not None else None
 
+    @property
+    def published(self) -> bool:
+        return self._published.is_set()
+
+    @published.setter
+    def published(self, value: bool) -> None:
+        if value:
+            self._published.set()
+
     async def after_previous(self) -> None:
-        """Wait until the batch before this one committed (a batch that goes alone: a sweep)."""
+        """Wait until the batch before this one committed and its changes were published (a batch that
+        goes alone, a sweep, publishes as it goes: a player's changes must still go out in version order)."""
         p = self.prev
         while p is not None and p.stage is not Stage.COMMITTED:
             p._raise_if_abandoned()
             await p._changed.wait()
+        while p is not None and not p.published:
+            p._raise_if_abandoned()
+            waits = [asyncio.ensure_future(p._published.wait()), asyncio.ensure_future(p._changed.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
 
     async def after_lock(self) -> None:
         self._move(Stage.LOCKED)

@@ -532,7 +532,17 @@ def _open_period(v: View, before: RatingState, period: str, birth: int | None, y
     else:
         k0 = k_factor(v.published, before.peak, max(before.games, v.games_at_least), birth, year,
                       params, ever_2300=v.ever_2300, ever_2400=v.ever_2400)
-    return v._replace(period=period, k=k0, k_next=None, n=0, hundredths=0)
+    return v._replace(period=max(period, _after_lists(v)), k=k0, k_next=None, n=0, hundredths=0)
+
+
+def _after_lists(v: View) -> str:
+    """The first list after the latest one he is on: an event that arrives after its own list came out
+    goes to the next one, never rewriting a published list (RULES.md FIDE: rated into the open period)."""
+    latest = v.lists[-1][0] if v.lists else BEFORE_LISTS
+    if latest == BEFORE_LISTS:
+        return BEFORE_LISTS
+    year, month = _next_month(int(latest[:4]), int(latest[5:7]))
+    return f"{year:04d}-{month:02d}"
 
 
 def rate_event(
@@ -562,13 +572,15 @@ def rate_event(
         st = states.get(key(pid, cat))
         v = view(st)
         if st is not None and v.published is not None and v.period is not None and v.period < period:
-            after = close_period(st, at, params)
+            after = close_period(st, None, params)  # no game of his: his last played time stays
             changes[pid].append(change(key(pid, cat), st, after))
             st = after
         current[pid] = st
-    # The ratings of the list in force at the event's start (section 7.1.3; RULES.md FIDE). A player
-    # listed now but not on that list is unrated in this event: its games do not count for him.
-    pub = {pid: rating_on_list(view(current[pid]), in_force) for pid in ids}
+    # The ratings of the list in force at the event's start (section 7.1.3; RULES.md FIDE), for the
+    # players listed now: one delisted since that list (by step 1, say) is an unrated player again and
+    # pools his games (section 7.2.1), so nobody is rated against a rating he no longer has.
+    pub = {pid: rating_on_list(v, in_force) if (v := view(current[pid])).published is not None else None
+           for pid in ids}
     # Rapid and blitz: no rating of the type, a standard rating: rated with it (FIDE Rapid and Blitz
     # Rating Regulations, unrated players; RULES.md FIDE).
     standard = {pid: _standard_rating(states, pid, in_force) for pid in ids
@@ -658,12 +670,12 @@ def rate_event(
         changes[pid].append(change(key(pid, cat), before, after))
 
     out = tuple(ch for pid in ids for ch in changes[pid])
-    if not out:
-        return Outcome(unrated_reason="no_rated_games")
     left_out = tuple(
         (pid, "closed_account" if pid in closed else why.get(pid, "no_games"))
         for pid in sorted(births) if not changes.get(pid)
     )
+    if not out:  # each player's own reason, kept for support (rating-worker message)
+        return Outcome(unrated_reason="no_rated_games", left_out=left_out)
     return Outcome(changes=out, left_out=left_out)
 
 

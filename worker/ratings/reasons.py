@@ -12,7 +12,7 @@ EXPLAINED: dict[str, str] = {
     "casual": "the platform sent it as not rated (rated: false)",
     "variant": "a chess variant: CSR rates standard chess only",
     "guest": "a guest account played in it",
-    "closed_account": "the account is closed for fair play: its ratings are frozen",
+    "closed_account": "an account in it is closed for fair play (frozen): it changes nobody's rating",
     "not_challenge": "a ChessKite puzzle outside a challenge card (only challenge attempts are rated)",
     "too_fast": "US Chess: minutes + increment under 5 is not rated",
     "no_games": "no game of it could be rated",

@@ -59,8 +59,8 @@ class Outcome(NamedTuple):
     # (player_id, closed_at): this message closed the account for fair play; every later message
     # treats it as frozen (RULES.md "Fair-play corrections").
     closure: tuple[str, float] | None = None
-    # (player_id, reason) for each participant of a rated message whose rating did not change and
-    # why (TSR: fewer than 10 votes; FIDE: no game of his counted): support's "why not me?".
+    # (player_id, reason) for each participant of a message whose rating did not change and why (TSR:
+    # fewer than 10 votes; FIDE: no game of his counted, also when nobody's did): support's "why not me?".
     left_out: tuple[tuple[str, str], ...] = ()
 
     @property

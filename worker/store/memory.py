@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import heapq
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -26,9 +26,10 @@ class _MemoryTx:
         return {i for i in ids if i in self._store.messages}
 
     async def scan_states(self, system: str, after: StateKey | None, limit: int) -> list[tuple[StateKey, RatingState]]:
-        after_key = (after[0], system, after[2]) if after is not None else ("", system, "")
-        found = ((tuple(k), k, v) for k, v in self._store.states.items() if k[1] == system and tuple(k) > after_key)
-        return [(k, v) for _, k, v in heapq.nsmallest(limit, found, key=lambda e: e[0])]
+        keys = self._store.sorted_keys(system)
+        start = 0 if after is None else bisect.bisect_right(keys, (after[0], system, after[2]))
+        states = self._store.states
+        return [(k, states[k]) for k in keys[start:start + limit]]
 
     async def closed_accounts(self, player_ids: Sequence[str]) -> dict[str, float]:
         return {p: self._store.closures[p] for p in player_ids if p in self._store.closures}
@@ -70,6 +71,8 @@ class _MemoryTx:
         if self._pending is None:
             return
         states, records, processed, closures = self._pending
+        if any(k not in self._store.states for k in states):
+            self._store.key_order.clear()  # a new key: the sorted keys of its system are made again
         self._store.states.update(states)
         self._store.history.extend(records)
         messages = self._store.messages
@@ -85,11 +88,19 @@ class _MemoryTx:
 class MemoryStore:
     def __init__(self) -> None:
         self.states: dict[StateKey, RatingState] = {}
+        self.key_order: dict[str, list[StateKey]] = {}  # system -> its keys, sorted (a sweep's pages)
         self.history: list[ChangeRecord] = []
         # (source, id) -> the processed message, with why it changed nothing for whom
         self.messages: dict[tuple[str, str], ProcessedMessage] = {}
         self.closures: dict[str, float] = {}
         self.published: set[int] = set()
+
+    def sorted_keys(self, system: str) -> list[StateKey]:
+        """The system's stored keys in key order, kept until a new key is stored (a sweep adds none)."""
+        keys = self.key_order.get(system)
+        if keys is None:
+            keys = self.key_order[system] = sorted(k for k in self.states if k[1] == system)
+        return keys
 
     @property
     def processed_ids(self) -> set[tuple[str, str]]:

@@ -14,7 +14,8 @@
 --
 -- A nullable column, or one with a constant default, is a catalogue change only (no table rewrite,
 -- PostgreSQL 11 and later). The new table is written only for the messages that leave somebody
--- unchanged, in the batch's transaction.
+-- unchanged, in the batch's transaction: one row per player of every unrated message (casual, guest and
+-- variant games: two rows each), kept like the history, with no retention of its own.
 ALTER TABLE processed_messages
     ADD COLUMN reason text COLLATE "C",
     ADD COLUMN ref text COLLATE "C",

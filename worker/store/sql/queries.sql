@@ -328,7 +328,8 @@ LEFT JOIN rating_changes AS r ON r.id = o.change_id;
 
 -- name: player_unrated
 -- $1 player id, $2 how many, $3 system or null: the latest valid messages that left him unchanged, and
--- why (migration 0005), newest first by the message's own time (the primary key: a player's rows, sorted).
+-- why (migration 0005), newest first by the message's own time (the primary key finds a player's rows; they are sorted
+-- here: a player has few).
 SELECT u.system, u.reason, u.message_at, u.source, u.id, m.type, m.ref
 FROM unrated_players AS u
 JOIN processed_messages AS m ON m.source = u.source AND m.id = u.id
