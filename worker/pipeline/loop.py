@@ -5,7 +5,7 @@ complete in the order they were taken):
 
 1. Its messages' changes, their (source, id) and the outbox rows commit in PostgreSQL in one
    transaction (worker.pipeline.database; several batches may be in PostgreSQL at once, kept in order
-   by worker.pipeline.inflight).
+   by worker.pipeline.inflight; a batch with a sweep, a FIDE list, commits and publishes in chunks).
 2. Its bad records go to the dead-letter topic, and the messages the rating code failed on with them.
 3. Its changes are published (`rating.changed`), then their outbox rows are taken out.
 4. Its offsets are committed.
