@@ -45,6 +45,12 @@ def test_every_record_of_every_type_validates_against_the_schema(published):
         kinds.add((event["data"]["system"], event["data"]["cause"]["type"]))
     assert {"csr", "tsr", "uscf", "fide", "chesskite", "chesstempo"} == {s for s, _ in kinds}
     assert ("csr", "account.closed") in kinds and ("fide", "event.finished") in kinds
+    assert ("fide", "rating.period_closed") in kinds
+    records = [event["data"] for event in published]
+    fide_records = [d for d in records if d["system"] == "fide"]
+    assert all(isinstance(d["inactive"], bool) for d in fide_records)
+    assert any(d["inactive"] for d in fide_records)  # the list marked someone
+    assert all("inactive" not in d for d in records if d["system"] != "fide")
 
 
 def test_delta_is_null_exactly_when_either_rating_is(published):

@@ -220,7 +220,8 @@ def every_type() -> list[bytes]:
     """A fixed stream of every message type and kind (4,300 lines): CSR games, TSR, US Chess and FIDE events
     (FIDE ratings imported first, so that events are rated), ChessKite and Chess Tempo attempts, a
     fair-play closure inside its window and another closure, imports of all six systems, two bad lines,
-    and more games after them. For checks over everything the worker can publish."""
+    a FIDE list (rating.period_closed), and more games after them. For checks over everything the worker
+    can publish."""
     def ce(i: str, type_: str, data: dict, time: str) -> bytes:
         return orjson.dumps({"specversion": "1.0", "id": i, "source": "/fixed", "type": type_, "time": time,
                              "data": data})
@@ -259,5 +260,8 @@ def every_type() -> list[bytes]:
                                       "rating": 1600, "imported_at": march}, march),
         b"not json",
         ce("x-10", "game.finished", {"bad": 1}, march),
+        # the March 2027 list: every open FIDE period closes, the players idle since 2025 go inactive
+        ce("x-11", "rating.period_closed", {"system": "fide", "list": "2027-03", "closed_at": "2027-03-01T00:00:00Z"},
+           "2027-03-01T00:00:00Z"),
     ]
     return out + games(300, players=80, seed=11, source="/after")
