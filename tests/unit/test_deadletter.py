@@ -84,3 +84,20 @@ def test_dead_letters_of_older_versions_read_as_before():
         ("source.partition", b"0"), ("source.offset", b"9")))
     back = deadletter.read(old)
     assert back.headers == [] and back.error_class == "invalid_json" and back.source_offset == 9
+
+
+def test_rating_worker_message_finds_a_dead_letter_s_identity_in_either_content_mode():
+    """`rating-worker message` matches dead letters by source and id as the worker reads them: a binary
+    record's ce_* headers (any case), a structured record's value; nothing for what carries neither."""
+    from worker.commands.message import identity_of
+    from worker.contract.deadletter import Letter
+
+    def letter(value, headers=()):
+        return Letter(0, 0, None, value, list(headers), "invalid_data", "x", "in", 0, 0)
+
+    binary = letter(b'{"bad": 1}', [("CE_SPECVERSION", b"1.0"), ("ce_source", b"/s"), ("ce_id", b"7"),
+                                    ("content-type", b"application/json")])
+    assert identity_of(binary) == ("/s", "7")
+    assert identity_of(letter(b'{"source": "/s", "id": "8", "type": "x"}')) == ("/s", "8")
+    assert identity_of(letter(b"not json")) == (None, None) and identity_of(letter(None)) == (None, None)
+    assert identity_of(letter(b"[1]")) == (None, None)

@@ -12,6 +12,7 @@ import orjson
 from worker import config as config_mod
 from worker.commands.operator import UsageError, add_common, cell, command, connect, emit, table
 from worker.contract import deadletter
+from worker.contract.binding import binary_attributes
 from worker.ratings.reasons import explain
 from worker.store.queries import QUERIES
 
@@ -81,15 +82,15 @@ def _processed_text(obj: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _identity(letter: deadletter.Letter) -> tuple[str | None, str | None]:
-    """The CloudEvents source and id of a dead letter, when it has them: binary content mode carries them
-    in ce_* headers, structured mode in the JSON value."""
-    headers = dict(letter.headers)
-    if "ce_source" in headers and "ce_id" in headers:
-        try:
-            return headers["ce_source"].decode(), headers["ce_id"].decode()
-        except (AttributeError, UnicodeDecodeError):
-            return None, None
+def identity_of(letter: deadletter.Letter) -> tuple[str | None, str | None]:
+    """The CloudEvents source and id of a dead letter, when it has them, in either content mode as the
+    worker reads them (worker.contract.binding): binary mode in its ce_* headers, structured in the value."""
+    try:
+        attributes = binary_attributes(letter.headers)
+    except ValueError:
+        return None, None
+    if attributes is not None:
+        return attributes.get("source"), attributes.get("id")
     try:
         event = orjson.loads(letter.value or b"")
     except orjson.JSONDecodeError:
@@ -117,7 +118,7 @@ async def _dead_letters_of(args: argparse.Namespace) -> list[dict] | None:
     found = []
     for record in records:
         letter = deadletter.read(record)
-        if _identity(letter) == (args.source, args.id):
+        if identity_of(letter) == (args.source, args.id):
             found.append({"partition": letter.partition, "offset": letter.offset, "error_class": letter.error_class,
                           "error_message": letter.error_message})
     return found
