@@ -108,3 +108,28 @@ def test_which_mode_a_record_is_in():
 
 def test_the_output_says_it_is_structured():
     assert OUTPUT_HEADERS == [("content-type", b"application/cloudevents+json")]
+
+
+# The input shapes issue 20 added, as the CNCF CloudEvents SDK's Kafka binding encodes them (a client this
+# project did not write): each decodes to the same message in both content modes as our own encoding.
+NEW_SHAPES = [
+    ("rating.period_closed", {"system": "fide", "list": "2026-12", "closed_at": "2026-12-01T00:00:00Z"}),
+    ("event.finished", {"competition_id": "open", "kind": "fide", "rated": True, "finished_at": T,
+                        "started_at": "2026-11-25T10:00:00+01:00", "rating_period": "2026-12",
+                        "rating_type": "rapid", "players": [{"player_id": "a"}, {"player_id": "b"}],
+                        "games": [{"round": 1, "white": "a", "black": "b", "result": "1-0"}]}),
+    ("rating.imported", {"player_id": "a", "system": "fide", "category": "standard", "rating": 2012, "k": 10,
+                         "ever_2300": True, "ever_2400": False, "imported_at": "2026-11-01T00:00:00Z"}),
+]
+
+
+@pytest.mark.parametrize(("type_", "data"), NEW_SHAPES, ids=[t for t, _ in NEW_SHAPES])
+def test_the_sdk_encodes_the_new_shapes_as_we_read_them(type_, data):
+    from cloudevents.v1.http import CloudEvent
+    from cloudevents.v1.kafka import to_binary, to_structured
+
+    event = CloudEvent({**ATTRIBUTES, "type": type_, "datacontenttype": "application/json"}, data)
+    ours = decode(orjson.dumps({**ATTRIBUTES, "type": type_, "data": data}))
+    for encode in (to_binary, to_structured):
+        message = encode(event)
+        assert decode(message.value, headers=list(message.headers.items())) == ours, encode.__name__
