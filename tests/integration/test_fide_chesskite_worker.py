@@ -78,6 +78,20 @@ async def test_fide_tournaments_over_months_equal_replay(database_url, broker, t
         await conn.close()
 
 
+async def through_worker_and_replay(values, database_url, broker, topics, batch_size: int, at_least: int):
+    """The values through a worker (real broker and PostgreSQL) and through replay: the states must be the
+    same; returns (the changes published, the changes replay wrote, replay's store)."""
+    await produce(broker.bootstrap_servers, topics.input, values)
+    async with running_worker(worker_config(database_url, broker, topics, batch_size=batch_size)):
+        assert await wait_processed(database_url, len(values)) == len(values)
+        published = await read_topic(broker.bootstrap_servers, topics.output, at_least=at_least)
+    out = io.BytesIO()
+    memory = await replay(values, out)
+    assert_same(await stored_ratings(database_url), memory)
+    return ([orjson.loads(r.value)["data"] for r in published],
+            [orjson.loads(x)["data"] for x in out.getvalue().splitlines()], memory)
+
+
 def _imported(player: str, category: str, rating: int, imported_at: str = "2026-11-01T00:00:00Z") -> bytes:
     data = {"player_id": player, "system": "fide", "category": category, "rating": rating, "games": 60,
             "imported_at": imported_at}
@@ -112,16 +126,9 @@ async def test_rapid_newcomers_with_a_standard_rating_are_rated_through_the_work
               _imported("r1", "rapid", 1800), _imported("r2", "rapid", 1900),
               _rapid_event(1, [("s1", "r1", "1-0"), ("r2", "s2", "1/2-1/2"), ("s1", "s2", "1-0")], 10),
               _rapid_event(2, [("r1", "s2", "0-1"), ("u", "r2", "1-0")], 20)]
-    await produce(broker.bootstrap_servers, topics.input, values)
-    async with running_worker(worker_config(database_url, broker, topics, batch_size=batch_size)):
-        assert await wait_processed(database_url, len(values)) == len(values)
-        published = await read_topic(broker.bootstrap_servers, topics.output, at_least=11)
-    out = io.BytesIO()
-    memory = await replay(values, out)
-    assert_same(await stored_ratings(database_url), memory)
-    changes = [orjson.loads(r.value)["data"] for r in published]
+    changes, expected, _ = await through_worker_and_replay(values, database_url, broker, topics, batch_size, 11)
     assert sorted(orjson.dumps(c, option=orjson.OPT_SORT_KEYS) for c in changes) == sorted(
-        orjson.dumps(orjson.loads(x)["data"], option=orjson.OPT_SORT_KEYS) for x in out.getvalue().splitlines())
+        orjson.dumps(c, option=orjson.OPT_SORT_KEYS) for c in expected)
     rapid = [c for c in changes if c["category"] == "rapid" and c["cause"]["type"] == "event.finished"]
     s1 = next(c for c in rapid if c["player_id"] == "s1")
     assert (s1["before"]["rating"], s1["delta"], s1["provisional"]) == (None, None, False)
@@ -142,15 +149,8 @@ async def test_an_event_across_a_list_date_is_rated_with_the_list_in_force_at_it
               _imported("a", "standard", 2100, "2026-12-01T00:00:00Z"),
               _fide_event("open-nov", [("a", "b", "1-0")], "2026-12-04T18:00:00Z", started="2026-11-27T10:00:00Z"),
               _fide_event("open-dec", [("b", "a", "1-0")], "2026-12-12T18:00:00Z", started="2026-12-05T10:00:00Z")]
-    await produce(broker.bootstrap_servers, topics.input, values)
-    async with running_worker(worker_config(database_url, broker, topics, batch_size=batch_size)):
-        assert await wait_processed(database_url, len(values)) == len(values)
-        published = await read_topic(broker.bootstrap_servers, topics.output, at_least=7)
-    out = io.BytesIO()
-    memory = await replay(values, out)
-    assert_same(await stored_ratings(database_url), memory)
-    changes = [orjson.loads(r.value)["data"] for r in published]
-    assert len(changes) == len(out.getvalue().splitlines()) == 7
+    changes, expected, memory = await through_worker_and_replay(values, database_url, broker, topics, batch_size, 7)
+    assert len(changes) == len(expected) == 7
     a = [c for c in changes if c["player_id"] == "a" and c["cause"]["type"] == "event.finished"]
     # November list: 2000 v 2000, a win: +20 x 0.5 on the 2100 now published. December list: a 2100 v b
     # 2000, D 100 -> PD .64, a loss: 20 x -0.64 more.
