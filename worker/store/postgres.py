@@ -8,16 +8,19 @@ Round trips of one batch (`worker.engine.apply_batch`), whatever its size:
     closed_accounts  0  answered from what lock_players returned
     load_states      1  (a batch planned ahead: versions_changed, 1, and load_states only if the
                         plan no longer holds)
-    save             1  states, history + outbox rows, processed ids, closures: one statement
+    save           1-4  states, history rows, processed ids COPYed into the session's staging
+                        tables (one round trip each, if any), then one statement moves them, with the
+                        outbox rows and the closures
     COMMIT
 
 then, once the batch's rating.changed messages are acknowledged by the broker, `mark_published`
 deletes the batch's rows from the narrow `outbox` table (the wide history rows are written once and
 never updated).
 
-A batch travels as one jsonb parameter per group of rows (JSON arrays written by orjson through the
-connection's jsonb codec) expanded by jsonb_array_elements() on the server. History rows keep a
-change's values as columns; the outbox relay rebuilds the rating.changed bytes from them.
+A batch's writes travel by COPY (binary rows asyncpg encodes in C); its reads send their keys as one
+jsonb parameter (JSON arrays written by orjson through the connection's jsonb codec) expanded by
+jsonb_array_elements() on the server. History rows keep a change's values as columns; the outbox
+relay rebuilds the rating.changed bytes from them.
 See the header of `sql/queries.sql` for why (and the measurements). The SQL is all there.
 """
 
@@ -59,6 +62,14 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec(
         "jsonb", schema="pg_catalog", encoder=_encode_jsonb, decoder=_decode_jsonb, format="binary"
     )
+
+
+async def init_store_connection(conn: asyncpg.Connection) -> None:
+    """Per connection of a store's pool: the codecs, and the session's staging tables `save` COPYs
+    into (queries.sql, create_staging). Not on the operator's read-only connections: a read replica
+    can not create them."""
+    await init_connection(conn)
+    await conn.execute(QUERIES["create_staging"])
 
 
 class PostgresTx:
@@ -154,25 +165,29 @@ class PostgresTx:
         if not (states or records or processed or closures):
             return []
         self._check_locked(states, records, closures)
-        state_rows = [
-            (k[0], k[1], k[2], v.rating, v.rd, v.volatility, v.games, v.peak, v.last_at, v.version, v.extra)
-            for k, v in states.items()
-        ]
-        change_rows = [
-            (r.event_id, k[0], k[1], k[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
-             r.cause_id, r.cause_ref, r.changed_at, *r.before, *r.after, r.provisional, r.floor, r.games, r.time,
-             r.inactive)
-            for r in records
-            for k in (r.key,)
-        ]  # fmt: skip
         _check_finite(states, records, closures)
-        rows = await self._conn.fetch(
+        conn = self._conn
+        if states:
+            await conn.copy_records_to_table("staged_states", records=[
+                (k[0], k[1], k[2], v.rating, v.rd, v.volatility, v.games, v.peak, v.last_at, v.version, v.extra)
+                for k, v in states.items()
+            ])
+        if records:
+            await conn.copy_records_to_table("staged_changes", records=[
+                (i, r.event_id, k[0], k[1], k[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
+                 r.cause_id, r.cause_ref, r.changed_at, *r.before, *r.after, r.provisional, r.floor, r.games,
+                 r.time, r.inactive)
+                for i, r in enumerate(records)
+                for k in (r.key,)
+            ])  # fmt: skip
+        if processed:
+            await conn.copy_records_to_table("staged_processed", records=[
+                (m.source, m.id, m.type, m.outcome, m.reason, m.duplicates, m.ref) for m in processed
+            ])
+        rows = await conn.fetch(
             QUERIES["save"],
-            state_rows,
-            [(m.source, m.id, m.type, m.outcome, m.reason, m.duplicates, m.ref) for m in processed],
-            list(closures.items()),
-            change_rows,
             [(pid, m.source, m.id, m.system, why, m.at) for m in processed for pid, why in m.left_out],
+            list(closures.items()),
         )
         if not records:
             return []
@@ -293,9 +308,9 @@ class PostgresStore:
 
 
 async def create_pool(url: str, min_size: int = 1, max_size: int = 4, **kwargs: Any) -> asyncpg.Pool:
-    """An asyncpg pool whose connections all have the store's codecs and settings."""
+    """An asyncpg pool whose connections all have the store's codecs, staging tables and settings."""
     settings = {"application_name": "rating-worker", "jit": "off"}
     settings.update(kwargs.pop("server_settings", None) or {})
     return await asyncpg.create_pool(
-        url, min_size=min_size, max_size=max_size, init=init_connection, server_settings=settings, **kwargs
+        url, min_size=min_size, max_size=max_size, init=init_store_connection, server_settings=settings, **kwargs
     )
