@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from worker.contract.decode import decode
-from worker.dev.streams import game_event
+from worker.dev.streams import TCS, game_event
 from worker.engine import apply_batch, plan_batch
 from worker.ratings.state import StateKey
 from worker.store.memory import MemoryStore
@@ -117,3 +117,32 @@ async def test_a_message_processed_meanwhile_makes_the_plan_recompute(store):
     assert not result.planned and result.outcomes == ["applied", "duplicate"]
     ref = await sequential(g2, g1)
     assert await states_of(store, "ABC") == await states_of(ref, "ABC")
+
+
+async def test_a_plan_laid_on_a_batch_that_committed_before_its_snapshot_is_used(store):
+    """The earlier batch's writes are both in the snapshot and in its plan: the plan on top of it holds."""
+    e1, l1 = game("A", "B", minutes=1), game("A", "C", minutes=2)
+    plan_e = await plan_batch(store, [e1], [])
+    assert (await apply_batch(store, [e1], plan=plan_e)).planned
+    plan_l = await plan_batch(store, [l1], [plan_e])  # e1 already committed: A and B are in the snapshot
+    assert (await apply_batch(store, [l1], plan=plan_l)).planned
+    ref = await sequential(e1, l1)
+    assert await states_of(store, "ABC") == await states_of(ref, "ABC")
+
+
+async def test_a_rating_of_another_speed_stored_meanwhile_makes_the_plan_recompute(store):
+    """A's first bullet game reads his other speeds (where his bullet rating starts from): a rapid
+    rating stored by another writer after the plan read them changes where it starts."""
+    g1 = game("A", "B", minutes=1)  # blitz
+    first_bullet = decode(orjson.dumps(game_event(next(_ids), "A", "D", "1-0", T0 + timedelta(minutes=5), TCS[0])))
+    rapid = decode(orjson.dumps(game_event(next(_ids), "A", "C", "1-0", T0 + timedelta(minutes=3), TCS[3])))
+    await apply_batch(store, [g1])
+    plan = await plan_batch(store, [first_bullet], [])
+    await apply_batch(store, [rapid])  # another worker: a key A did not have when the plan read him
+    result = await apply_batch(store, [first_bullet], plan=plan)
+    assert not result.planned
+    ref = await sequential(g1, rapid, first_bullet)
+    every = [StateKey(p, "csr", c) for p in "ABCD" for c in ("bullet", "blitz", "rapid")]
+    async with store.transaction() as tx, ref.transaction() as rtx:
+        assert await tx.load_states(every) == await rtx.load_states(every)
+
