@@ -77,11 +77,13 @@ async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Se
         closed = await r.closed_accounts(needs.players)
     ids = set(needs.ids)
     for plan in earlier:
+        # A batch's changed states are fewer than the keys a batch asks for (most of those are a player's
+        # other categories, never stored): walk the smaller of the two.
         changed = plan.computed.changed
-        for key in asked:
-            st = changed.get(key)
-            if st is not None:
-                working[key] = st
+        if len(changed) < len(asked):
+            working.update((key, st) for key, st in changed.items() if key in asked)
+        else:
+            working.update((key, st) for key in asked if (st := changed.get(key)) is not None)
         done.update(i for i in ((p.source, p.id) for p in plan.computed.processed) if i in ids)
     if contexts(messages, needs, working):
         return None  # a category-wide read (rare: once a day) is made under the locks
