@@ -41,6 +41,11 @@ async def apply_batch(
     """
     needs = plan.needs if plan is not None else needs_of(messages)
     async with store.transaction() as tx:
+        if plan is not None:
+            # Its rows go to the store before the locks, while the batch ahead holds them: if the plan
+            # holds, only one statement is left to run under the locks (worker.store.postgres).
+            c = plan.computed
+            await tx.stage(c.changed, c.result.records, c.processed, c.closures)
         if hooks is not None:
             await hooks.before_lock()
         history = await lock(tx, messages, needs)
@@ -60,9 +65,8 @@ async def apply_batch(
             asked_for = await answers(tx, contexts(messages, needs, working))
             computed = compute(messages, needs.systems, working, done, closed, asked, set(needs.players), history,
                                needs.queries, asked_for)
-        computed.result.row_ids = await tx.save(
-            computed.changed, computed.result.records, computed.processed, computed.closures
-        )
+            await tx.stage(computed.changed, computed.result.records, computed.processed, computed.closures)
+        computed.result.row_ids = await tx.write_staged()
         if hooks is not None:
             await hooks.before_commit()
     return computed.result

@@ -7,6 +7,8 @@ drives either through exactly these calls, in this order, inside `store.transact
     lock_players(sorted ids) -> processed(ids) -> closed_accounts(ids) -> load_states(keys)
     -> (pure engine) -> save(states, records, processed, closures)
 
+`save` is `stage` then `write_staged`; a planned batch stages its plan's rows first, before its locks.
+
 A batch planned ahead of its locks (engine.plan_batch, from `reader()`) checks its plan with
 `versions_changed(keys it read)` instead of `load_states`, and loads only when the plan no longer holds.
 
@@ -90,10 +92,25 @@ class StoreTx(Protocol):
         processed: Sequence[ProcessedMessage],
         closures: dict[str, float],
     ) -> list[int]:
-        """Write new states, history/outbox rows, processed ids and fair-play closures.
+        """Write new states, history/outbox rows, processed ids and fair-play closures: `stage` then
+        `write_staged`.
 
         Returns the history row ids of `records`, in order (for marking them published).
         """
+
+    async def stage(
+        self,
+        states: dict[StateKey, RatingState],
+        records: Sequence[ChangeRecord],
+        processed: Sequence[ProcessedMessage],
+        closures: dict[str, float],
+    ) -> None:
+        """Hand over what `write_staged` will write, replacing whatever was staged before in this
+        transaction. Needs no locks: a planned batch stages its plan's rows before it asks for them."""
+
+    async def write_staged(self) -> list[int]:
+        """Write what was staged (every player written must be locked by now); returns the history row
+        ids of its records, in order."""
 
 
 class StateStore(Protocol):

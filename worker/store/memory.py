@@ -62,10 +62,18 @@ class _MemoryTx:
         }
 
     async def save(self, states, records, processed, closures) -> list[int]:
+        await self.stage(states, records, processed, closures)
+        return await self.write_staged()
+
+    async def stage(self, states, records, processed, closures) -> None:
         # Applied only when the transaction ends normally, like a commit.
-        start = len(self._store.history)
         self._pending = (dict(states), list(records), list(processed), dict(closures))
-        return list(range(start + 1, start + 1 + len(records)))
+
+    async def write_staged(self) -> list[int]:
+        if self._pending is None:
+            return []
+        start = len(self._store.history)
+        return list(range(start + 1, start + 1 + len(self._pending[1])))
 
     def commit(self) -> None:
         if self._pending is None:

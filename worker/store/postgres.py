@@ -8,9 +8,10 @@ Round trips of one batch (`worker.engine.apply_batch`), whatever its size:
     closed_accounts  0  answered from what lock_players returned
     load_states      1  (a batch planned ahead: versions_changed, 1, and load_states only if the
                         plan no longer holds)
-    save           1-4  states, history rows, processed ids COPYed into the session's staging
-                        tables (one round trip each, if any), then one statement moves them, with the
-                        outbox rows and the closures
+    save           1-4  `stage`: states, history rows, processed ids COPYed into the session's
+                        staging tables (one round trip each, if any); a planned batch stages its rows
+                        before it asks for its locks, while the batch ahead of it holds them; then
+                        `write_staged`: one statement moves them, with the outbox rows and closures
     COMMIT
 
 then, once the batch's rating.changed messages are acknowledged by the broker, `mark_published`
@@ -75,13 +76,14 @@ async def init_store_connection(conn: asyncpg.Connection) -> None:
 class PostgresTx:
     """The `StoreTx` of one batch transaction, on one connection."""
 
-    __slots__ = ("_conn", "_locked")
+    __slots__ = ("_conn", "_locked", "_staged")
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self._conn = conn
         # Players locked by this transaction -> fair-play closure time or None. Their rows can not
         # change under us until we commit, so closed_accounts answers from here.
         self._locked: dict[str, float | None] = {}
+        self._staged: tuple | None = None  # what `stage` COPYed, for `write_staged`
 
     async def lock_players(self, player_ids: Sequence[str]) -> None:
         if not player_ids:
@@ -162,11 +164,21 @@ class PostgresTx:
         processed: Sequence[ProcessedMessage],
         closures: dict[str, float],
     ) -> list[int]:
-        if not (states or records or processed or closures):
-            return []
-        self._check_locked(states, records, closures)
+        await self.stage(states, records, processed, closures)
+        return await self.write_staged()
+
+    async def stage(
+        self,
+        states: dict[StateKey, RatingState],
+        records: Sequence[ChangeRecord],
+        processed: Sequence[ProcessedMessage],
+        closures: dict[str, float],
+    ) -> None:
         _check_finite(states, records, closures)
         conn = self._conn
+        if self._staged is not None:
+            await conn.execute(QUERIES["clear_staging"])  # a plan's rows, staged before it failed its check
+        self._staged = (states, records, processed, closures)
         if states:
             await conn.copy_records_to_table("staged_states", records=[
                 (k[0], k[1], k[2], v.rating, v.rd, v.volatility, v.games, v.peak, v.last_at, v.version, v.extra)
@@ -184,7 +196,15 @@ class PostgresTx:
             await conn.copy_records_to_table("staged_processed", records=[
                 (m.source, m.id, m.type, m.outcome, m.reason, m.duplicates, m.ref) for m in processed
             ])
-        rows = await conn.fetch(
+
+    async def write_staged(self) -> list[int]:
+        if self._staged is None:
+            return []
+        states, records, processed, closures = self._staged
+        if not (states or records or processed or closures):
+            return []
+        self._check_locked(states, records, closures)
+        rows = await self._conn.fetch(
             QUERIES["save"],
             [(pid, m.source, m.id, m.system, why, m.at) for m in processed for pid, why in m.left_out],
             list(closures.items()),

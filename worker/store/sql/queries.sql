@@ -130,6 +130,12 @@ CREATE TEMP TABLE IF NOT EXISTS staged_processed (
     reason text, duplicates int4, ref text
 ) ON COMMIT DELETE ROWS;
 
+-- name: clear_staging
+-- The rows a batch staged from its plan, when the plan no longer holds under the locks (rare).
+DELETE FROM staged_states;
+DELETE FROM staged_changes;
+DELETE FROM staged_processed;
+
 -- name: save
 -- Everything a batch writes, in one statement once its rows are staged (create_staging: COPY, one
 -- round trip per table with rows): every data-modifying WITH runs once and to completion whether or
