@@ -21,6 +21,7 @@ and resumes by itself once it reads (docs/operations.md, "A record the worker ca
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +44,9 @@ logger = logging.getLogger("rating_worker.intake")
 
 UNREADABLE_RECHECK_S = 60.0
 FETCH_RETRY_S = 1.0
+# Longest wait for new records while the oldest batch in flight is still in PostgreSQL (Intake.take_before):
+# after it, that batch is completed first.
+TAKE_BEHIND_MS = 1000
 
 # Errors of the consumer group itself: the worker is not in the group, so it fetches nothing.
 GROUP_ERRORS = (InconsistentGroupProtocolError, GroupAuthorizationFailedError, InvalidSessionTimeoutError,
@@ -117,6 +121,24 @@ class Intake:
         self._took(records)
         self.readiness.recover("broker: fetch")
         return records
+
+    async def take_before(self, busy: asyncio.Future, max_records: int) -> dict[TopicPartition, list]:
+        """Records to apply, waited for until `busy` (the oldest batch in flight) is done, at most
+        TAKE_BEHIND_MS: with batches in flight, the next one starts as soon as its records are fetched,
+        so that its plan is computed while the batch ahead is in PostgreSQL, not after it is complete.
+        Without it, at a few thousand games/s each batch ran alone from fetch to offset commit (~130 ms
+        for 270 games at 20,000 players), one after the other, just keeping up. Cancelling the wait
+        takes nothing: the consumer hands records over only as `take` returns."""
+        if busy.done():
+            return await self.take(0, max_records)
+        take = asyncio.ensure_future(self.take(TAKE_BEHIND_MS, max_records))
+        try:
+            await asyncio.wait({take, busy}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not take.done():
+                take.cancel()
+                await asyncio.wait({take})
+        return {} if take.cancelled() else take.result()
 
     def _took(self, records: dict[TopicPartition, list]) -> None:
         for tp, recs in records.items():

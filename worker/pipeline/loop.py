@@ -168,10 +168,11 @@ class Pipeline:
         if len(self._inflight) >= self.config.max_inflight_batches:
             await until_stopped(self._complete_oldest())
             return
-        # With batches in flight, take only what is already fetched, and otherwise finish one.
-        wait = 0 if self._inflight else self.config.batch_wait_ms
+        # With batches in flight, take what is fetched before the oldest one's transaction ends; else finish it.
+        take = (self.intake.take_before(self._inflight[0].task, self.config.batch_size) if self._inflight
+                else self.intake.take(self.config.batch_wait_ms, self.config.batch_size))
         try:
-            records = await until_stopped(self.intake.take(wait, self.config.batch_size))
+            records = await until_stopped(take)
         except KafkaError as exc:
             if not is_group_error(exc):
                 raise
