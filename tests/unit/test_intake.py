@@ -4,6 +4,7 @@ cannot be read until it can. (The same cases against the real broker: tests/inte
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 from aiokafka import TopicPartition
@@ -137,3 +138,37 @@ async def test_after_batches_are_given_up_their_records_come_again_from_the_comm
     consumer.committed_offsets[A] = 2  # the batch of 2 and 3 was abandoned uncommitted
     taker.rewind_to_committed()
     assert offsets(await taker.take(0, 4)) == {A: [2, 3, 4, 5]}
+
+
+class WaitingConsumer(Consumer):
+    """A fetch with nothing in it is held for its timeout, as a broker does."""
+
+    async def getmany(self, *partitions, timeout_ms=0, max_records=None):
+        out = await super().getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+        if not out:
+            await asyncio.sleep(timeout_ms / 1000)
+        return out
+
+
+async def test_a_wait_cut_short_by_the_batch_ahead_never_drops_what_the_recovery_took():
+    """take_before gives up only the fetch: here the fetch fails (B cannot be read), the recovery reads A
+    alone (its records taken), then waits on C, empty, while the batch ahead ends. Cutting that short
+    would drop A's records with A's position already past them."""
+    c = TopicPartition("games", 2)
+    consumer = WaitingConsumer({A: 5, B: 1, c: 0})
+    consumer.bad[B] = 0
+    metrics = Metrics()
+    taker = Intake(consumer, metrics, Readiness(metrics, reasons=()), no_sleep, probe_ms=200, clock=Clock())
+    busy = asyncio.ensure_future(asyncio.sleep(0.01))
+    first = offsets(await taker.take_before(busy, 100))
+    later = offsets(await taker.take(0, 100))
+    assert first.get(A, []) + later.get(A, []) == [0, 1, 2, 3, 4]
+
+
+async def test_a_wait_for_records_ends_with_the_batch_ahead_and_takes_nothing():
+    consumer = WaitingConsumer({A: 0})
+    taker, _, _ = intake(consumer)
+    busy = asyncio.ensure_future(asyncio.sleep(0.01))
+    assert await asyncio.wait_for(taker.take_before(busy, 100), 0.5) == {}  # not TAKE_BEHIND_MS
+    consumer.sizes[A] = 3
+    assert offsets(await taker.take_before(asyncio.ensure_future(asyncio.sleep(1)), 100)) == {A: [0, 1, 2]}

@@ -105,14 +105,16 @@ class Intake:
 
     # ---- taking records -------------------------------------------------------------------------------
 
-    async def take(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list]:
-        """Records to apply, by partition (maybe none). Raises only group errors (`is_group_error`) and
-        cancellation; every other failure is handled here: positions put back, the worker told."""
+    async def take(self, timeout_ms: int, max_records: int, until: asyncio.Future | None = None
+                   ) -> dict[TopicPartition, list]:
+        """Records to apply, by partition (maybe none); the fetch is given up once `until` is done (see
+        take_before). Raises only group errors (`is_group_error`) and cancellation; every other failure is
+        handled here: positions put back, the worker told."""
         try:
             if self._rewind_pending:
                 await self._rewind()
             await self._recheck_unreadable()
-            records = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+            records = await self._fetch(timeout_ms, max_records, until)
         except Exception as exc:  # noqa: BLE001 - whatever it was, positions may have moved: put them back
             self._rewind_pending = True
             if is_group_error(exc):
@@ -127,18 +129,28 @@ class Intake:
         TAKE_BEHIND_MS: with batches in flight, the next one starts as soon as its records are fetched,
         so that its plan is computed while the batch ahead is in PostgreSQL, not after it is complete.
         Without it, at a few thousand games/s each batch ran alone from fetch to offset commit (~130 ms
-        for 270 games at 20,000 players), one after the other, just keeping up. Cancelling the wait
-        takes nothing: the consumer hands records over only as `take` returns."""
+        for 270 games at 20,000 players), one after the other, just keeping up.
+
+        Only the fetch itself is cut short (`_fetch`); a rewind, a recheck and the recovery from a failed
+        fetch, which take records partition by partition, always run to their end."""
         if busy.done():
             return await self.take(0, max_records)
-        take = asyncio.ensure_future(self.take(TAKE_BEHIND_MS, max_records))
+        return await self.take(TAKE_BEHIND_MS, max_records, until=busy)
+
+    async def _fetch(self, timeout_ms: int, max_records: int, until: asyncio.Future | None
+                     ) -> dict[TopicPartition, list]:
+        """The consumer's getmany, given up (taking nothing) once `until` is done. Safe to give up: aiokafka
+        hands records over (moves its positions) only as getmany returns them."""
+        if until is None:
+            return await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        fetch = asyncio.ensure_future(self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records))
         try:
-            await asyncio.wait({take, busy}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({fetch, until}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if not take.done():
-                take.cancel()
-                await asyncio.wait({take})
-        return {} if take.cancelled() else take.result()
+            if not fetch.done():
+                fetch.cancel()
+                await asyncio.wait({fetch})
+        return {} if fetch.cancelled() else fetch.result()
 
     def _took(self, records: dict[TopicPartition, list]) -> None:
         for tp, recs in records.items():
