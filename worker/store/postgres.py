@@ -10,8 +10,10 @@ Round trips of one batch (`worker.engine.apply_batch`), whatever its size:
                         plan no longer holds)
     save           1-4  `stage`: states, history rows, processed ids COPYed into the session's
                         staging tables (one round trip each, if any); a planned batch stages its rows
-                        before it asks for its locks, while the batch ahead of it holds them; then
-                        `write_staged`: one statement moves them, with the outbox rows and closures
+                        before it asks for its locks, while the batch ahead of it holds them (and, if
+                        its plan no longer holds, clears them and stages again under the locks: up to
+                        4 more); then `write_staged`: one statement moves them, with the outbox rows
+                        and closures
     COMMIT
 
 then, once the batch's rating.changed messages are acknowledged by the broker, `mark_published`
@@ -174,7 +176,6 @@ class PostgresTx:
         processed: Sequence[ProcessedMessage],
         closures: dict[str, float],
     ) -> None:
-        _check_finite(states, records, closures)
         conn = self._conn
         if self._staged is not None:
             await conn.execute(QUERIES["clear_staging"])  # a plan's rows, staged before it failed its check
@@ -204,6 +205,8 @@ class PostgresTx:
         if not (states or records or processed or closures):
             return []
         self._check_locked(states, records, closures)
+        # Checked here, not when staged: a plan's rows that are replaced (its check failed) are never written.
+        _check_finite(states, records, closures)
         rows = await self._conn.fetch(
             QUERIES["save"],
             [(pid, m.source, m.id, m.system, why, m.at) for m in processed for pid, why in m.left_out],

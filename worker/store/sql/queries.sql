@@ -3,11 +3,14 @@
 -- A block starts with a line `-- name: <name>`; the comment lines right after it document the
 -- statement and are not sent.
 --
--- A batch travels as ONE jsonb parameter per group of rows (a JSON array of row arrays, written by
--- orjson through the connection's jsonb codec) and is expanded on the server with
--- jsonb_array_elements(): one round trip per statement whatever the batch size. Measured on 1,000
--- history rows, this costs ~2 ms of client CPU against ~14 ms for one asyncpg array parameter per
--- column (asyncpg encodes arrays element by element, ~1 us each), and less wall time too.
+-- A batch's writes are COPYed into the session's staging tables (create_staging) and moved by one
+-- statement (save). Its reads, and the few rows of its other writes (unrated players, closures),
+-- travel as ONE jsonb parameter per group of rows (a JSON array of row arrays, written by orjson
+-- through the connection's jsonb codec) and are expanded on the server with jsonb_array_elements():
+-- one round trip per statement whatever the batch size. Measured on 1,000 history rows, this costs
+-- ~2 ms of client CPU against ~14 ms for one asyncpg array parameter per column (asyncpg encodes
+-- arrays element by element, ~1 us each), and less wall time too; COPY costs the client more (~0.14
+-- us a field) and the server much less.
 -- JSON numbers convert to float8 exactly ((e->>i)::float8 parses the shortest repr orjson wrote).
 -- Payload bytes travel as one concatenated bytea, cut with substring() by offset and length.
 -- Times cross the boundary as epoch seconds (float8); to_timestamp() and extract(epoch ...) convert
