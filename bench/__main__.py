@@ -31,15 +31,19 @@ def _all() -> int:
 
 #: name -> (what it measures, how to run it): the one table of the benchmarks
 BENCHMARKS = {
-    "suite": ("the README's table in one run (~10 min): throughput vs naive, latency at 2,000/s, scale, "
-              "each message type, 1/2/4 workers", _suite("suite")),
+    "suite": ("the README's table in one run (~15 min), every figure against a baseline of the same run: "
+              "best and realistic case against the limit and the naive worker, latency against an echo, "
+              "scale, each message type, 1/2/4 workers, the engine", _suite("suite")),
+    "best": ("2,000 players, production-sized PostgreSQL: worker vs limit vs naive, latency vs echo", _suite("best")),
+    "realistic": ("20,000 players, PostgreSQL at default memory: worker vs limit vs naive, latency vs echo",
+                  _suite("realistic")),
     "throughput": ("CSR games/s end to end, one worker (BENCH_GAMES 100,000, BENCH_PLAYERS 2,000, BENCH_BATCH 5,000)",
                    _pipeline("throughput")),
     "latency": ("produce -> rating.changed p50/p99 at BENCH_RATE games/s (1,000) for BENCH_SECONDS (20)",
                 _pipeline("latency")),
-    "naive": ("the batch design against one transaction per message, same games, same run", _suite("naive")),
-    "scale": ("1,000 vs 1,000,000 players in the database (BENCH_SCALE_PLAYERS)", _suite("scale")),
-    "mixed": ("each message type alone, then all five in one stream", _suite("mixed")),
+    "naive": ("another name for best", _suite("naive")),
+    "scale": ("1,000,000 vs 20,000 players stored, the same 20,000 playing, interleaved rounds", _suite("scale")),
+    "mixed": ("each message type alone, then all five in one stream, against their pure Python", _suite("mixed")),
     "horizontal": ("1, 2 and 4 worker processes in one group, 6 partitions", _suite("horizontal")),
     "soak": ("10 minutes at 500 games/s with database cuts and worker kills: latency, RSS, consistency",
              _run("soak", lambda m: m.main())),

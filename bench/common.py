@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -29,10 +30,45 @@ PG_SETTINGS = {
 }
 
 
-def start_worker(env: dict, log: Path) -> subprocess.Popen:
+def start_worker(env: dict, log: Path, module: str | None = None) -> subprocess.Popen:
+    """`rating-worker run` in its own process (or `python -m module`, e.g. bench.echo, with the same env)."""
     profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
-    return subprocess.Popen([sys.executable, *profile, "-m", "worker", "run"], env={**os.environ, **env},
+    command = ["-m", module] if module else [*profile, "-m", "worker", "run"]
+    return subprocess.Popen([sys.executable, *command], env={**os.environ, **env},
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
+
+
+def cpu_model() -> str:
+    """The CPU's model name, printed beside every figure: ratios hold from one machine to another, absolute
+    figures do not."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+async def copy_db(pg, template: str, name: str) -> str:
+    """A new database `name` as a copy of `template` (PostgreSQL copies the files: seconds for a million
+    players, where writing them again takes a minute)."""
+    conn = await asyncpg.connect(pg.url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await conn.close()
+    return pg.url.rsplit("/", 1)[0] + "/" + name
+
+
+async def drop_db(pg, name: str) -> None:
+    conn = await asyncpg.connect(pg.url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    finally:
+        await conn.close()
 
 
 async def fresh_db(pg, name: str) -> str:

@@ -1,6 +1,7 @@
 """`./dev bench limit`: the worker against the machine's limit for the same work, measured in one run
 (issue 21), in the realistic case: BENCH_LIMIT_GAMES (100,000) CSR games among BENCH_LIMIT_PLAYERS
-(20,000) players, batches of 5,000, PostgreSQL at its default memory settings with durable commits.
+(20,000) players, batches of 5,000, PostgreSQL at its default memory settings with durable commits
+(BENCH_LIMIT_PG=tuned: production-sized as in the other benchmarks, the best case with 2,000 players).
 
 Four figures, on the same games, one after the other (never at the same time: 2 cores):
 
@@ -29,13 +30,13 @@ import asyncio
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
 
-from bench.common import fresh_db
-from bench.lists import _cpu
+from bench.common import PG_SETTINGS, cpu_model, fresh_db
 from bench.pipeline import throughput
 from worker import dev
 from worker.contract.decode import decode
@@ -49,19 +50,21 @@ PLAYERS = int(os.environ.get("BENCH_LIMIT_PLAYERS", "20000"))
 NAIVE = int(os.environ.get("BENCH_LIMIT_NAIVE", "3000"))
 ROUNDS = int(os.environ.get("BENCH_LIMIT_ROUNDS", "3"))
 BATCH = 5000
-# Durable commits, and nothing else changed: PostgreSQL's own memory defaults (shared_buffers 128 MB).
+# Durable commits, and nothing else changed: PostgreSQL's own memory defaults (shared_buffers 128 MB), the
+# realistic case. BENCH_LIMIT_PG=tuned takes the other benchmarks' production sizing (PG_SETTINGS) instead.
 SETTINGS = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
+TUNED = os.environ.get("BENCH_LIMIT_PG", "default") == "tuned"
 
 
-async def python_cost(values: list[bytes]) -> tuple[float, list]:
-    """Seconds of the worker's pure Python work over the games (decode, rate, encode), and each batch's
-    durable rows (states, records, processed ids) for the database figure."""
+async def python_cost(values: list[bytes], batch: int = BATCH) -> tuple[float, list]:
+    """Seconds of the worker's pure Python work over the messages (decode, rate, encode), in batches of
+    `batch`, and each batch's durable rows (states, records, processed ids) for the database figure."""
     tune_for_throughput()  # the collector as the worker runs it (worker/runtime.py)
     store = MemoryStore()
     batches = []
     started = time.perf_counter()
-    for i in range(0, len(values), BATCH):
-        messages = [decode(v) for v in values[i:i + BATCH]]
+    for i in range(0, len(values), batch):
+        messages = [decode(v) for v in values[i:i + batch]]
         before = len(store.history)
         await apply_batch(store, messages)
         batches.append((messages, store.history[before:]))
@@ -118,35 +121,78 @@ async def database_cost(url: str, batches) -> float:
         await conn.close()
 
 
+@dataclass(frozen=True)
+class Round:
+    """One round's three figures, taken one right after the other."""
+
+    worker: float  # games/s
+    python_s: float  # seconds of pure Python for all the games
+    database_s: float  # seconds of the COPY path for all the games
+    games: int
+
+    @property
+    def limit(self) -> float:
+        return self.games / max(self.python_s, self.database_s)
+
+    @property
+    def ratio(self) -> float:
+        return self.worker / self.limit
+
+
+@dataclass(frozen=True)
+class Limit:
+    naive: float  # games/s, one transaction per message
+    rounds: list[Round]
+
+    @property
+    def median(self) -> Round:
+        return sorted(self.rounds, key=lambda r: r.ratio)[len(self.rounds) // 2]
+
+
+async def measure(pg, broker, log: Path, values: list[bytes], rounds: int = ROUNDS, naive_games: int = NAIVE,
+                  tag: str = "limit") -> Limit:
+    """The naive worker once, then `rounds` rounds of worker, python and database on `values`."""
+    n_games = len(values)
+    naive = await throughput(pg, broker, log, batch_size=1, values=values[:naive_games], tag=f"{tag}-naive",
+                             max_inflight_batches=1)
+    print(f"  naive: {naive:,.0f} games/s", flush=True)
+    taken = []
+    for n in range(1, rounds + 1):
+        # The three figures of a round are taken one right after the other: a shared machine's speed
+        # drifts by tens of percent within minutes, so a ratio is only worth its round's.
+        worker = await throughput(pg, broker, log, batch_size=BATCH, values=values, tag=f"{tag}-worker-{n}")
+        py_s, batches = await python_cost(values)
+        db_s = await database_cost(await fresh_db(pg, f"bench_{tag}_copy_{n}"), batches)
+        r = Round(worker, py_s, db_s, n_games)
+        taken.append(r)
+        print(f"  round {n}: worker {worker:,.0f} games/s; python {py_s / n_games * 1e6:.1f} us/game, database "
+              f"(COPY) {db_s / n_games * 1e6:.1f} us/game; limit {r.limit:,.0f} games/s; worker = "
+              f"{r.ratio:.2f} of the limit", flush=True)
+    return Limit(naive, taken)
+
+
+def describe(result: Limit) -> str:
+    m = result.median
+    return (f"worker: {m.worker:,.0f} games/s = {m.ratio:.2f} of the limit (rounds: "
+            f"{', '.join(f'{r.ratio:.2f}' for r in result.rounds)}), {m.worker / result.naive:.0f}x naive "
+            f"({result.naive:,.0f} games/s)")
+
+
 async def main() -> None:
     values = games(GAMES, PLAYERS, seed=3)
-    pg = dev.start_postgres(settings=SETTINGS)
+    pg = dev.start_postgres(settings=PG_SETTINGS if TUNED else SETTINGS)
     broker = dev.broker_from_env_or_start()
     log = Path(tempfile.mkdtemp(prefix="bench-limit-")) / "worker.log"
     try:
-        print(f"bench limit: {GAMES:,} games among {PLAYERS:,} players, batches of {BATCH:,}; PostgreSQL default "
-              f"memory settings, durable commits; {ROUNDS} rounds", flush=True)
-        naive = await throughput(pg, broker, log, batch_size=1, values=values[:NAIVE], tag="limit-naive",
-                                 max_inflight_batches=1)
-        print(f"  naive: {naive:,.0f} games/s", flush=True)
-        rounds = []
-        for n in range(1, ROUNDS + 1):
-            # The three figures of a round are taken one right after the other: a shared machine's speed
-            # drifts by tens of percent within minutes, so a ratio is only worth its round's.
-            worker = await throughput(pg, broker, log, batch_size=BATCH, values=values, tag=f"limit-worker-{n}")
-            py_s, batches = await python_cost(values)
-            db_s = await database_cost(await fresh_db(pg, f"bench_limit_copy_{n}"), batches)
-            limit = GAMES / max(py_s, db_s)
-            rounds.append((worker / limit, worker, limit, py_s, db_s))
-            print(f"  round {n}: worker {worker:,.0f} games/s; python {py_s / GAMES * 1e6:.1f} us/game, database "
-                  f"(COPY) {db_s / GAMES * 1e6:.1f} us/game; limit {limit:,.0f} games/s; worker = "
-                  f"{worker / limit:.2f} of the limit", flush=True)
-        ratio, worker, limit, py_s, db_s = sorted(rounds)[len(rounds) // 2]
-        print(f"\nCPU: {_cpu()} ({os.cpu_count()} cores)")
-        print(f"median round: limit (1 / max(python, database)) {limit:,.0f} games/s (python {py_s / GAMES * 1e6:.1f} "
-              f"us, database {db_s / GAMES * 1e6:.1f} us per game)")
-        print(f"worker: {worker:,.0f} games/s = {ratio:.2f} of the limit (rounds: "
-              f"{', '.join(f'{r[0]:.2f}' for r in rounds)}), {worker / naive:.0f}x naive ({naive:,.0f} games/s)")
+        print(f"bench limit: {GAMES:,} games among {PLAYERS:,} players, batches of {BATCH:,}; PostgreSQL "
+              f"{'production-sized (PG_SETTINGS)' if TUNED else 'at its default memory settings'}, durable commits; "
+              f"{ROUNDS} rounds", flush=True)
+        result = await measure(pg, broker, log, values)
+        m = result.median
+        print(f"\nCPU: {cpu_model()} ({os.cpu_count()} cores)")
+        print(f"median round: limit (1 / max(python, database)) {m.limit:,.0f} games/s (python "
+              f"{m.python_s / GAMES * 1e6:.1f} us, database {m.database_s / GAMES * 1e6:.1f} us per game)")
+        print(describe(result))
     finally:
         broker.stop()
         pg.stop()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import platform
 import random
 import statistics
 import time
@@ -26,7 +25,7 @@ import time
 import asyncpg
 import orjson
 
-from bench.common import PG_SETTINGS, fresh_db
+from bench.common import PG_SETTINGS, cpu_model, fresh_db
 from worker import dev
 from worker.contract.decode import decode
 from worker.engine.sweep import CHUNK, SweepProgress, apply_sweep
@@ -37,17 +36,6 @@ SWEEP_CHUNK = int(os.environ.get("SWEEP_CHUNK", str(CHUNK)))
 LIST = orjson.dumps({"specversion": "1.0", "id": "fide-list-2026-12", "source": "/bench", "type": "rating.period_closed",
                      "time": "2026-12-01T00:00:00Z",
                      "data": {"system": "fide", "list": "2026-12", "closed_at": "2026-12-01T00:00:00Z"}})
-
-
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 async def prefill(url: str) -> None:
@@ -161,7 +149,7 @@ async def main() -> None:
             await task
             await store.close()
         base = await baseline(url)
-        print(f"\nCPU: {_cpu()} ({os.cpu_count()} cores); PostgreSQL durable commits (bench/common.py PG_SETTINGS)")
+        print(f"\nCPU: {cpu_model()} ({os.cpu_count()} cores); PostgreSQL durable commits (bench/common.py PG_SETTINGS)")
         print(f"sweep: {progress.scanned:,} states scanned, {progress.changed:,} changes in {progress.chunks} chunks, "
               f"{seconds:.2f} s ({progress.changed / seconds:,.0f} changes/s); longest chunk "
               f"{progress.longest_chunk_s * 1000:.0f} ms")

@@ -65,12 +65,16 @@ async def throughput(pg, broker, log: Path, batch_size: int = 1000, values: list
 
 
 async def latency(pg, broker, log: Path, rate: int = LATENCY_RATE, seconds: int = LATENCY_SECONDS,
-                  ) -> tuple[float, float, int]:
-    """(p50 ms, p99 ms, games) from each game's send at `rate` games/s to its first rating.changed."""
-    tag = f"lat{rate}"
-    url = await fresh_db(pg, f"bench_{tag}")
+                  players: int = PLAYERS, echo: bool = False) -> tuple[float, float, int]:
+    """(p50 ms, p99 ms, games) from each game's send at `rate` games/s to its first rating.changed.
+
+    `echo`: the baseline instead of the worker, bench/echo.py (the same consumer and producer settings,
+    no database): what two hops through this broker cost at this rate."""
+    tag = f"lat{rate}-{players}" + ("-echo" if echo else "")
+    url = await fresh_db(pg, f"bench_{tag}".replace("-", "_"))
     await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
-    proc = start_worker(worker_env(url, broker.bootstrap_servers, tag, kafka_fetch_max_wait_ms=LATENCY_FETCH_WAIT_MS), log)
+    env = worker_env(url, broker.bootstrap_servers, tag, kafka_fetch_max_wait_ms=LATENCY_FETCH_WAIT_MS)
+    proc = start_worker(env, log, module="bench.echo" if echo else None)
     consumer = AIOKafkaConsumer(f"out-{tag}", bootstrap_servers=broker.bootstrap_servers, group_id=None,
                                 auto_offset_reset="latest", fetch_max_wait_ms=10)
     await consumer.start()
@@ -78,7 +82,7 @@ async def latency(pg, broker, log: Path, rate: int = LATENCY_RATE, seconds: int 
                                 linger_ms=LATENCY_LINGER_MS)
     await producer.start()
     total = rate * seconds
-    values = games(total + 200, PLAYERS, seed=4)
+    values = games(total + 200, players, seed=4)
     sent: dict[str, float] = {}
     seen: dict[str, float] = {}
 

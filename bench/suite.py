@@ -1,19 +1,22 @@
-"""`./dev bench suite|naive|scale|mixed|horizontal`: the figures of the README's Performance section.
+"""`./dev bench suite|best|realistic|scale|mixed|horizontal`: the README's Performance section, every figure
+a ratio to a baseline measured in the same run, with the absolute figure, the CPU and the command beside it.
 
-suite       all of the below plus the latency at BENCH_RATE (2,000) games/s, ending with a table
-            (about 10 minutes on a 2-core machine): the one to run on your own hardware
-naive       the batch design against the naive one (one transaction per message: BATCH_SIZE=1,
-            MAX_INFLIGHT_BATCHES=1), same games, same run
-scale       throughput with 1,000 players in the database, then with 1,000,000 (games among all of
-            them: almost every game reads rows that are not cached)
-mixed       each message type alone (CSR games, TSR events, US Chess events, ChessKite and Chess
-            Tempo attempts), then all of them mixed in one stream
-horizontal  1, 2 and 4 worker processes in one consumer group on 6 partitions, one PostgreSQL
+suite       all of the below, ending with the README's table (markdown): about 15 minutes on 2 cores
+best        the best case: BENCH_GAMES (100,000) CSR games among BENCH_PLAYERS (2,000) players, PostgreSQL
+            production-sized (PG_SETTINGS): the worker against the machine's limit and against the naive
+            worker (bench/limit.py), and the latency at BENCH_RATE (2,000) games/s against bench/echo.py
+realistic   the same with BENCH_LIMIT_PLAYERS (20,000) players and PostgreSQL at its default memory settings
+scale       BENCH_SCALE_PLAYERS (1,000,000) players stored against BENCH_SCALE_ACTIVE (20,000), the same
+            20,000 playing, PostgreSQL at its default memory; BENCH_SCALE_ROUNDS (3) interleaved rounds
+mixed       each message type alone, then all five mixed, against the same stream's pure Python work
+horizontal  2 and 4 worker processes in one consumer group against 1, 6 partitions
+engine      Glicko-2 updates against the glicko2 package (no services)
+naive       another name for `best`
 
-Every throughput figure is end to end (consume, validate, dedupe, lock, rate, write, commit, publish, commit
-offsets), from the first processed message to the last, with PostgreSQL committing durably. Sizes
-follow BENCH_GAMES (default 50,000) and BENCH_PLAYERS (2,000); BENCH_SCALE_PLAYERS sets the large
-population (1,000,000). A progress line is printed while each figure runs.
+Why ratios: a shared machine's speed drifts by tens of percent within minutes and the next machine may be
+twice as fast; a ratio to a baseline taken in the same run (one right after the other) holds where an
+absolute figure does not. Every throughput figure is end to end (consume, validate, dedupe, lock, rate,
+write, commit, publish, commit offsets) with durable commits. A progress line is printed while each runs.
 """
 
 from __future__ import annotations
@@ -21,12 +24,18 @@ from __future__ import annotations
 import os
 import random
 import signal
+import statistics
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
+from bench import engine, limit
 from bench.common import (
-    PEAK_RSS_MIB,
     PG_SETTINGS,
+    copy_db,
+    cpu_model,
+    drop_db,
     fresh_db,
     prefill,
     produce_any,
@@ -38,74 +47,101 @@ from bench.pipeline import GAMES, LATENCY_FETCH_WAIT_MS, PLAYERS, latency, throu
 from worker import dev
 from worker.dev.streams import chesstempo_attempts, games, puzzle_attempts, turbo_events, uscf_events
 
-#: (figure, result) rows for the table at the end of `suite`
-TABLE: list[tuple[str, str]] = []
+RATE = int(os.environ.get("BENCH_RATE", "2000"))
+SCALE_STORED = int(os.environ.get("BENCH_SCALE_PLAYERS", "1000000"))
+SCALE_ACTIVE = int(os.environ.get("BENCH_SCALE_ACTIVE", "20000"))
+SCALE_ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", "3"))
 
 
-def _row(what: str, result: str) -> None:
-    TABLE.append((what, result))
+@dataclass(frozen=True)
+class Row:
+    figure: str
+    ratio: str  # to the baseline measured in the same run
+    absolute: str
+    command: str
 
 
-async def naive(pg, broker, log: Path) -> None:
-    n = min(GAMES, 5000)  # one transaction per message runs at about a hundred games a second
-    values = games(GAMES, PLAYERS, seed=21)
-    batched = await throughput(pg, broker, log, batch_size=5000, values=values, tag="naive-batched")
-    batched_rss = PEAK_RSS_MIB[0]
-    one_by_one = await throughput(pg, broker, log, batch_size=1, values=values[:n], tag="naive-single",
-                                  max_inflight_batches=1)
-    print(f"naive: {batched:,.0f} games/s in batches of 5,000 ({GAMES:,} games) against {one_by_one:,.0f} games/s "
-          f"with one transaction per message ({n:,} games): {batched / one_by_one:.0f}x", flush=True)
-    _row(f"CSR games/s, one worker, batches of 5,000 ({GAMES:,} games, {PLAYERS:,} players)",
-         f"{batched:,.0f}, RSS {batched_rss:.0f} MiB")
-    _row("CSR games/s, one transaction per message (the naive design)",
-         f"{one_by_one:,.0f} ({batched / one_by_one:.0f}x slower)")
+ROWS: list[Row] = []
 
 
-async def latency_at_rate(pg, broker, log: Path) -> None:
-    rate = int(os.environ.get("BENCH_RATE", "2000"))
-    p50, p99, n = await latency(pg, broker, log, rate=rate)
-    print(f"latency: produce -> rating.changed at {rate:,} games/s over {n:,} games: p50 {p50:.0f} ms, "
-          f"p99 {p99:.0f} ms", flush=True)
-    _row(f"latency produce -> rating.changed at {rate:,} games/s (fetch wait {LATENCY_FETCH_WAIT_MS} ms)",
-         f"p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+async def _throughput_case(pg, broker, log: Path, case: str, players: int, command: str) -> None:
+    print(f"{case}: {GAMES:,} CSR games among {players:,} players against the limit and the naive worker", flush=True)
+    result = await limit.measure(pg, broker, log, games(GAMES, players, seed=3), tag=case)
+    m = result.median
+    print(f"{case}: {limit.describe(result)}", flush=True)
+    pg_kind = "production-sized" if case == "best" else "default memory"
+    ROWS.append(Row(
+        f"{case} case: CSR games end to end, one worker, {players:,} players, batch 5,000, PostgreSQL {pg_kind}",
+        f"**{m.ratio:.2f} of the limit** (rounds {', '.join(f'{r.ratio:.2f}' for r in result.rounds)}); "
+        f"**{m.worker / result.naive:.0f}x the naive worker**",
+        f"{m.worker:,.0f} games/s; limit {m.limit:,.0f} (pure Python {m.python_s / m.games * 1e6:.0f} us, COPY "
+        f"{m.database_s / m.games * 1e6:.0f} us a game); naive {result.naive:,.0f}",
+        command))
+    await _latency_case(pg, broker, log, case, players)
+
+
+async def _latency_case(pg, broker, log: Path, case: str, players: int) -> None:
+    p50, p99, n = await latency(pg, broker, log, rate=RATE, players=players)
+    e50, e99, _ = await latency(pg, broker, log, rate=RATE, players=players, echo=True)
+    print(f"{case}: latency at {RATE:,} games/s, {players:,} players: worker p50 {p50:.0f} ms, p99 {p99:.0f} ms; "
+          f"echo p50 {e50:.0f} ms, p99 {e99:.0f} ms", flush=True)
+    ROWS.append(Row(
+        f"{case} case: latency produce -> rating.changed at {RATE:,} games/s, {players:,} players "
+        f"(KAFKA_FETCH_MAX_WAIT_MS={LATENCY_FETCH_WAIT_MS})",
+        f"p99 **{p99 / e99:.1f}x** the echo's (p50 {p50 / e50:.1f}x)",
+        f"worker p50 {p50:.0f} ms, p99 {p99:.0f} ms; echo (consume and produce only) p50 {e50:.0f}, p99 {e99:.0f}",
+        f"./dev bench {case}"))
+
+
+async def best(pg, broker, log: Path) -> None:
+    await _throughput_case(pg, broker, log, "best", PLAYERS, "./dev bench best")
+
+
+async def realistic(pg, broker, log: Path) -> None:
+    await _throughput_case(pg, broker, log, "realistic", limit.PLAYERS, "./dev bench realistic")
 
 
 async def scale(pg, broker, log: Path) -> None:
-    """Three runs: BENCH_SCALE_ACTIVE (1,000) players, all playing; BENCH_SCALE_PLAYERS (1,000,000) players of
-    whom the same ones play (the size of the tables alone); and all 1,000,000 playing (a 5,000-game batch
-    then writes ~10,000 distinct ratings instead of at most 1,000), left out with BENCH_SCALE_ALL=0.
-    Issue 21's case: BENCH_SCALE_ACTIVE=20000 BENCH_GAMES=100000 BENCH_SCALE_ALL=0 ./dev bench scale."""
-    big = int(os.environ.get("BENCH_SCALE_PLAYERS", "1000000"))
-    active = int(os.environ.get("BENCH_SCALE_ACTIVE", "1000"))
-    cases = [(active, active), (big, active)] + ([(big, big)] if os.environ.get("BENCH_SCALE_ALL", "1") != "0" else [])
-    results, rss = {}, {}
-    for stored, playing in cases:
-        tag = f"scale{stored}-{playing}"
-        url = await fresh_db(pg, f"bench_{tag}")
+    """SCALE_STORED players stored against SCALE_ACTIVE, the same SCALE_ACTIVE playing (blitz games: every
+    game reads stored ratings). Each database is written once and copied for every run; the runs alternate
+    (small, large; large, small; ...) so that the machine's drift falls on both alike, and each round's
+    ratio is its own pair's."""
+    values = games(GAMES, SCALE_ACTIVE, seed=22, speeds=False)
+    templates = {}
+    for stored in (SCALE_ACTIVE, SCALE_STORED):
+        templates[stored] = name = f"bench_scale_template_{stored}"
         started = time.perf_counter()
-        await prefill(url, stored)
+        await prefill(await fresh_db(pg, name), stored)
         print(f"  scale: {stored:,} players written in {time.perf_counter() - started:.0f} s", flush=True)
-        values = games(GAMES, playing, seed=22, speeds=False)  # blitz only: every game reads stored ratings
-        results[stored, playing] = rate = await throughput(pg, broker, log, batch_size=5000, values=values, tag=tag,
-                                                           url=url)
-        rss[stored, playing] = PEAK_RSS_MIB[0]
-        print(f"scale: {stored:,} players stored, {playing:,} of them playing: {rate:,.0f} games/s, worker RSS at "
-              f"most {PEAK_RSS_MIB[0]:.0f} MiB", flush=True)
-    base = results[active, active]
-    same = results[big, active]
-    print(f"scale: against {active:,} players: {(same - base) / base:+.0%} with {big:,} stored (same players "
-          f"playing)" + (f", {(results[big, big] - base) / base:+.0%} with all {big:,} playing"
-                         if (big, big) in results else ""), flush=True)
-    _row(f"scale: blitz games/s, {active:,} players stored and playing", f"{base:,.0f}, RSS {rss[active, active]:.0f} MiB")
-    _row(f"scale: {big:,} players stored, the same {active:,} playing",
-         f"{same:,.0f} ({(same - base) / base:+.0%}), RSS {rss[big, active]:.0f} MiB")
-    if (big, big) in results:
-        _row(f"scale: {big:,} players stored, all of them playing",
-             f"{results[big, big]:,.0f} ({(results[big, big] - base) / base:+.0%}), RSS {rss[big, big]:.0f} MiB")
+    ratios, rates = [], {SCALE_ACTIVE: [], SCALE_STORED: []}
+    for n in range(SCALE_ROUNDS):
+        order = (SCALE_ACTIVE, SCALE_STORED) if n % 2 == 0 else (SCALE_STORED, SCALE_ACTIVE)
+        pair = {}
+        for stored in order:
+            name = f"bench_scale_{stored}_{n}"
+            url = await copy_db(pg, templates[stored], name)
+            pair[stored] = await throughput(pg, broker, log, batch_size=5000, values=values, url=url,
+                                            tag=f"scale{stored}-{n}")
+            await drop_db(pg, name)
+        rates[SCALE_ACTIVE].append(pair[SCALE_ACTIVE])
+        rates[SCALE_STORED].append(pair[SCALE_STORED])
+        ratios.append(pair[SCALE_STORED] / pair[SCALE_ACTIVE])
+        print(f"scale: round {n + 1}: {SCALE_ACTIVE:,} stored {pair[SCALE_ACTIVE]:,.0f} games/s, {SCALE_STORED:,} "
+              f"stored {pair[SCALE_STORED]:,.0f} games/s ({ratios[-1] - 1:+.0%})", flush=True)
+    for name in templates.values():
+        await drop_db(pg, name)
+    ratio = statistics.median(ratios)
+    ROWS.append(Row(
+        f"scale: {SCALE_STORED:,} players stored against {SCALE_ACTIVE:,}, the same {SCALE_ACTIVE:,} playing "
+        f"({GAMES:,} blitz games), PostgreSQL default memory",
+        f"**{ratio - 1:+.0%}** (rounds {', '.join(f'{r - 1:+.0%}' for r in ratios)})",
+        f"{statistics.median(rates[SCALE_STORED]):,.0f} vs {statistics.median(rates[SCALE_ACTIVE]):,.0f} games/s "
+        f"(medians)",
+        "./dev bench scale"))
 
 
 def _mixed_streams() -> dict[str, list[bytes]]:
-    n = GAMES
+    n = GAMES // 2
     return {
         "CSR games": games(n, PLAYERS, seed=23),
         "TSR events (8 players)": turbo_events(n // 8, PLAYERS, seed=24),
@@ -121,61 +157,106 @@ def _batch_for(values: list[bytes]) -> int:
     return max(50, min(5000, len(values) // 20))
 
 
+async def _alone(pg, broker, log: Path, what: str, values: list[bytes], tag: str) -> None:
+    batch = _batch_for(values)
+    rate = await throughput(pg, broker, log, batch_size=batch, values=values, tag=tag)
+    python_s, _ = await limit.python_cost(values, batch)
+    pure = len(values) / python_s
+    print(f"mixed: {what}: {rate:,.0f} messages/s end to end, {pure:,.0f}/s of pure Python ({len(values):,})",
+          flush=True)
+    ROWS.append(Row(f"{what}, messages/s end to end ({len(values):,}, batch {batch:,})",
+                    f"**{rate / pure:.2f} of its pure Python**", f"{rate:,.0f} (pure Python {pure:,.0f})",
+                    "./dev bench mixed"))
+
+
 async def mixed(pg, broker, log: Path) -> None:
     streams = _mixed_streams()
     for i, (what, values) in enumerate(streams.items()):
-        rate = await throughput(pg, broker, log, batch_size=_batch_for(values), values=values, tag=f"mixed{i}")
-        print(f"mixed: {what}: {rate:,.0f} messages/s alone ({len(values):,})", flush=True)
-        _row(f"alone: {what}, messages/s", f"{rate:,.0f}")
+        await _alone(pg, broker, log, f"alone: {what}", values, f"mixed{i}")
     everything = [v for values in streams.values() for v in values]
     random.Random(28).shuffle(everything)
-    rate = await throughput(pg, broker, log, batch_size=_batch_for(everything), values=everything, tag="mixed-all")
-    print(f"mixed: all five types in one stream: {rate:,.0f} messages/s ({len(everything):,})", flush=True)
-    _row("all five types mixed in one stream, messages/s", f"{rate:,.0f}")
+    await _alone(pg, broker, log, "all five types in one stream", everything, "mixed-all")
 
 
 async def horizontal(pg, broker, log: Path) -> None:
     values = games(GAMES, PLAYERS, seed=29)
+    rates = {}
     for workers in (1, 2, 4):
         tag = f"horizontal{workers}"
         url = await fresh_db(pg, f"bench_{tag}")
         await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 6, f"out-{tag}": 6, f"dlq-{tag}": 1})
         await produce_any(broker.bootstrap_servers, f"in-{tag}", values)
         env = worker_env(url, broker.bootstrap_servers, tag, batch_size=5000, db_pool_size=5, max_inflight_batches=3,
-                   kafka_session_timeout_ms=6000, kafka_heartbeat_interval_ms=500)
+                         kafka_session_timeout_ms=6000, kafka_heartbeat_interval_ms=500)
         spawned = time.perf_counter()
         procs = [start_worker(env, log) for _ in range(workers)]
         try:
-            rate = await until_processed(url, len(values), procs, f"horizontal {workers}", spawned, log)
+            rates[workers] = await until_processed(url, len(values), procs, f"horizontal {workers}", spawned, log)
         finally:
             for p in procs:
                 p.send_signal(signal.SIGTERM)
             for p in procs:
                 p.wait(60)
-        print(f"horizontal: {workers} worker process(es), 6 partitions: {rate:,.0f} games/s", flush=True)
-        _row(f"{workers} worker process(es) in one group, 6 partitions, games/s", f"{rate:,.0f}")
+        print(f"horizontal: {workers} worker process(es), 6 partitions: {rates[workers]:,.0f} games/s", flush=True)
+    ROWS.append(Row(
+        f"2 and 4 worker processes in one group, 6 partitions, one PostgreSQL ({GAMES:,} games)",
+        f"**{rates[2] / rates[1]:.2f}x / {rates[4] / rates[1]:.2f}x** one process",
+        f"{rates[1]:,.0f} / {rates[2]:,.0f} / {rates[4]:,.0f} games/s (1 / 2 / 4)", "./dev bench horizontal"))
+
+
+def engine_row() -> None:
+    inputs = engine._inputs(50_000)
+    ours, theirs = engine.ours(inputs), engine.reference(inputs)
+    if theirs:
+        ROWS.append(Row("Glicko-2 player updates, ours against the glicko2 package (same inputs, same numbers)",
+                        f"**{ours / theirs:.1f}x**", f"{ours:,.0f} vs {theirs:,.0f} updates/s", "./dev bench engine"))
+
+
+#: part -> (PostgreSQL it runs on, how to run it); `suite` runs them all, grouped by PostgreSQL
+PARTS = {
+    "best": ("tuned", best),
+    "mixed": ("tuned", mixed),
+    "horizontal": ("tuned", horizontal),
+    "realistic": ("default", realistic),
+    "scale": ("default", scale),
+}
+
+
+def _start_postgres(kind: str):
+    if os.environ.get("DATABASE_URL"):  # a server of one's own: its settings are its owner's
+        return dev.ExternalPostgres(os.environ["DATABASE_URL"])
+    return dev.start_postgres(settings=PG_SETTINGS if kind == "tuned" else limit.SETTINGS)
 
 
 async def main(what: str) -> None:
-    pg = (dev.ExternalPostgres(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
-          else dev.start_postgres(settings=PG_SETTINGS))
-    broker = dev.broker_from_env_or_start()
+    what = "best" if what == "naive" else what
+    chosen = [name for name in PARTS if what in (name, "suite")]
     log = Path(os.environ.get("BENCH_LOG", "/tmp/rw-bench-worker.log"))
     print(f"worker logs: {log}", flush=True)
-    try:
-        for name, run in (("naive", naive), ("latency", latency_at_rate), ("scale", scale), ("mixed", mixed),
-                          ("horizontal", horizontal)):
-            if what in (name, "suite"):
-                await run(pg, broker, log)
-    finally:
-        broker.stop()
-        pg.stop()
-    if what == "suite":
-        print_table(f"{os.cpu_count()} CPUs, embedded broker and PostgreSQL (durable commits) on the same machine")
+    started = time.perf_counter()
+    if what in ("engine", "suite"):
+        engine_row()
+    if chosen:
+        broker = dev.broker_from_env_or_start()
+        try:
+            for kind in ("tuned", "default"):
+                names = [name for name in chosen if PARTS[name][0] == kind]
+                if not names:
+                    continue
+                pg = _start_postgres(kind)
+                try:
+                    for name in names:
+                        await PARTS[name][1](pg, broker, log)
+                finally:
+                    pg.stop()
+        finally:
+            broker.stop()
+    print_table(time.perf_counter() - started)
 
 
-def print_table(title: str) -> None:
-    width = max(len(what) for what, _ in TABLE)
-    print(f"\n{title}\n{'figure':<{width}}  result\n{'-' * width}  {'-' * 24}")
-    for what, result in TABLE:
-        print(f"{what:<{width}}  {result}")
+def print_table(seconds: float) -> None:
+    print(f"\n{cpu_model()}, {os.cpu_count()} CPUs, {datetime.now(UTC):%Y-%m-%d}; embedded broker and PostgreSQL "
+          f"(durable commits) on the same machine; {seconds / 60:.0f} min\n")
+    print("| figure | against its baseline, same run | absolute | command |\n|---|---|---|---|")
+    for row in ROWS:
+        print(f"| {row.figure} | {row.ratio} | {row.absolute} | `{row.command}` |")
