@@ -18,10 +18,11 @@ database the same durable rows by the cheapest path: per batch, one transaction 
 
 The limit is what one worker process could reach if its Python thread and PostgreSQL overlapped
 perfectly: 1 / max(python, database) per game. The worker, python and database figures are taken
-BENCH_LIMIT_ROUNDS (3) times, each round's three one right after the other, because a shared machine's
-speed drifts by tens of percent within minutes (the same code measured 4,470 and 6,637 games/s here): it
-prints each round's ratio and the median round's figures, the worker as a multiple of naive (measured
-once), with the CPU model beside them: ratios hold from one machine to another, absolute figures do not.
+BENCH_LIMIT_ROUNDS (3) times, each round's one right after the other (python before and after the
+worker, their mean), because a shared machine's speed drifts by tens of percent within minutes (the same
+code measured 4,470 and 6,637 games/s here): it prints each round's ratio and the median round's
+figures, the worker as a multiple of naive (measured once), with the CPU model beside them: ratios hold
+from one machine to another, absolute figures do not.
 """
 
 from __future__ import annotations
@@ -158,16 +159,20 @@ async def measure(pg, broker, log: Path, values: list[bytes], rounds: int = ROUN
     print(f"  naive: {naive:,.0f} games/s", flush=True)
     taken = []
     for n in range(1, rounds + 1):
-        # The three figures of a round are taken one right after the other: a shared machine's speed
-        # drifts by tens of percent within minutes, so a ratio is only worth its round's.
+        # The figures of a round are taken one right after the other, the pure Python once before the
+        # worker and once after it (their mean is the round's): a shared machine's speed drifts by tens of
+        # percent within minutes (seen here: 92 and 53 us a game in one run), so a ratio is only worth
+        # its round's, and a drift during the round falls on both sides of the worker alike.
+        py_before, _ = await python_cost(values)
         worker = await throughput(pg, broker, log, batch_size=BATCH, values=values, tag=f"{tag}-worker-{n}")
-        py_s, batches = await python_cost(values)
+        py_after, batches = await python_cost(values)
+        py_s = (py_before + py_after) / 2
         db_s = await database_cost(await fresh_db(pg, f"bench_{tag}_copy_{n}"), batches)
         r = Round(worker, py_s, db_s, n_games)
         taken.append(r)
-        print(f"  round {n}: worker {worker:,.0f} games/s; python {py_s / n_games * 1e6:.1f} us/game, database "
-              f"(COPY) {db_s / n_games * 1e6:.1f} us/game; limit {r.limit:,.0f} games/s; worker = "
-              f"{r.ratio:.2f} of the limit", flush=True)
+        print(f"  round {n}: worker {worker:,.0f} games/s; python {py_before / n_games * 1e6:.1f} us/game before "
+              f"it, {py_after / n_games * 1e6:.1f} after; database (COPY) {db_s / n_games * 1e6:.1f} us/game; limit "
+              f"{r.limit:,.0f} games/s; worker = {r.ratio:.2f} of the limit", flush=True)
     return Limit(naive, taken)
 
 
