@@ -23,7 +23,7 @@ class _MemoryTx:
         return None
 
     async def processed(self, ids: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        return {i for i in ids if i in self._store.messages}
+        return self._store.processed_among(ids)
 
     async def scan_states(self, system: str, after: StateKey | None, limit: int) -> list[tuple[StateKey, RatingState]]:
         keys = self._store.sorted_keys(system)
@@ -42,17 +42,7 @@ class _MemoryTx:
         return {k for k, v in expected.items() if (states[k].version if k in states else 0) != v}
 
     async def games_with(self, query: HistoryQuery) -> list[GameSide]:
-        history = self._store.history
-        causes = {
-            (r.cause_source, r.cause_id) for r in history
-            if r.key.player_id == query.player_id and r.key.system == query.system
-            and r.cause_type == query.cause_type and query.since <= r.changed_at <= query.until
-        }
-        return [
-            GameSide(r.cause_source, r.cause_id, r.key.player_id, r.key.category, r.delta, r.changed_at)
-            for r in history
-            if r.key.system == query.system and (r.cause_source, r.cause_id) in causes
-        ]
+        return self._store.games_with(query)
 
     async def ratings_at_most(self, query: RatingsQuery) -> dict[str, float]:
         return {
@@ -72,25 +62,11 @@ class _MemoryTx:
     async def write_staged(self) -> list[int]:
         if self._pending is None:
             return []
-        start = len(self._store.history)
-        return list(range(start + 1, start + 1 + len(self._pending[1])))
+        return self._store.next_row_ids(len(self._pending[1]))
 
     def commit(self) -> None:
-        if self._pending is None:
-            return
-        states, records, processed, closures = self._pending
-        if any(k not in self._store.states for k in states):
-            self._store.key_order.clear()  # a new key: the sorted keys of its system are made again
-        self._store.states.update(states)
-        self._store.history.extend(records)
-        messages = self._store.messages
-        for p in processed:
-            if p.outcome == "duplicate":
-                first = messages[(p.source, p.id)]
-                messages[(p.source, p.id)] = replace(first, duplicates=first.duplicates + p.duplicates)
-            else:
-                messages[(p.source, p.id)] = p
-        self._store.closures.update(closures)
+        if self._pending is not None:
+            self._store.commit(*self._pending)
 
 
 class MemoryStore:
@@ -113,6 +89,45 @@ class MemoryStore:
     @property
     def processed_ids(self) -> set[tuple[str, str]]:
         return set(self.messages)
+
+    # ---- what a transaction reads and keeps (worker.store.stream keeps less of it) ----------------
+
+    def processed_among(self, ids: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        return {i for i in ids if i in self.messages}
+
+    def games_with(self, query: HistoryQuery) -> list[GameSide]:
+        history = self.history
+        causes = {
+            (r.cause_source, r.cause_id) for r in history
+            if r.key.player_id == query.player_id and r.key.system == query.system
+            and r.cause_type == query.cause_type and query.since <= r.changed_at <= query.until
+        }
+        return [
+            GameSide(r.cause_source, r.cause_id, r.key.player_id, r.key.category, r.delta, r.changed_at)
+            for r in history
+            if r.key.system == query.system and (r.cause_source, r.cause_id) in causes
+        ]
+
+    def next_row_ids(self, n: int) -> list[int]:
+        """The history row ids the next `n` records will have (from 1, in order)."""
+        start = len(self.history)
+        return list(range(start + 1, start + 1 + n))
+
+    def commit(self, states: dict[StateKey, RatingState], records: list[ChangeRecord],
+               processed: list[ProcessedMessage], closures: dict[str, float]) -> None:
+        """A transaction's staged rows, applied when it ends normally."""
+        if any(k not in self.states for k in states):
+            self.key_order.clear()  # a new key: the sorted keys of its system are made again
+        self.states.update(states)
+        self.history.extend(records)
+        messages = self.messages
+        for p in processed:
+            if p.outcome == "duplicate":
+                first = messages[(p.source, p.id)]
+                messages[(p.source, p.id)] = replace(first, duplicates=first.duplicates + p.duplicates)
+            else:
+                messages[(p.source, p.id)] = p
+        self.closures.update(closures)
 
     @asynccontextmanager
     async def transaction(self):
