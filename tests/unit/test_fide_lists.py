@@ -105,7 +105,7 @@ def stream(players: int = 12) -> list[bytes]:
 
 async def run(lines, chunk=1000):
     out, errors = io.BytesIO(), io.StringIO()
-    store = await replay(lines, out, chunk=chunk, errors=errors)
+    store = await replay(lines, out, store=MemoryStore(), chunk=chunk, errors=errors)  # it keeps `messages`
     assert errors.getvalue() == ""
     return store, [orjson.loads(x)["data"] for x in out.getvalue().splitlines()]
 

@@ -61,7 +61,7 @@ def scenario() -> list[bytes]:
 
 async def run(lines: list[bytes], chunk: int) -> MemoryStore:
     errors = io.StringIO()
-    store = await replay(lines, io.BytesIO(), chunk=chunk, errors=errors)
+    store = await replay(lines, io.BytesIO(), store=MemoryStore(), chunk=chunk, errors=errors)  # it keeps `messages`
     assert errors.getvalue() == ""
     return store
 

@@ -1,19 +1,42 @@
-"""Offline replay (CONTRACT.md "Offline replay"): CloudEvents JSON lines in, rating.changed lines out."""
+"""Offline replay (CONTRACT.md "Offline replay"): CloudEvents JSON lines in, rating.changed lines out.
+
+Against memory it keeps what the rules read and no more (worker.store.stream): its memory stays flat in
+the stream's length, so a platform's whole history can be replayed.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import BinaryIO
 
 from worker.contract.decode import decode_rateable
 from worker.contract.reasons import BadMessage
 from worker.engine import apply_messages
+from worker.ratings.fairplay import FAIR_PLAY
 from worker.ratings.inputs import Message
 from worker.store.base import StateStore
-from worker.store.memory import MemoryStore
+from worker.store.stream import DEFAULT_DEDUPE_WINDOW_S, StreamStore
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def dedupe_window(text: str) -> float | None:
+    """`7d`, `12h`, `90m`, `3600` (seconds), or `all` (None: every id is kept)."""
+    text = text.strip().lower()
+    if text == "all":
+        return None
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    try:
+        seconds = float(number) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration such as 7d, 12h, 90m or 3600, or 'all'") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0 (or 'all')")
+    return seconds
 
 
 def decoded_lines(lines: Iterable[bytes], errors) -> Iterator[tuple[int, Message]]:
@@ -30,11 +53,35 @@ def decoded_lines(lines: Iterable[bytes], errors) -> Iterator[tuple[int, Message
         yield number, message
 
 
+def fair_play_closures(lines: Iterable[bytes]) -> set[str]:
+    """The accounts a stream closes for fair play: the players whose games a replay must keep for their
+    refunds (a first, cheap pass over a file; only lines that mention the type are decoded)."""
+    players = set()
+    for line in lines:
+        if b"account.closed" not in line:
+            continue
+        try:
+            message, _ = decode_rateable(line.strip())
+        except BadMessage:
+            continue
+        if message.type == "account.closed" and getattr(message.payload, "reason", None) == FAIR_PLAY:
+            players.add(message.payload.player_id)
+    return players
+
+
 async def replay(
-    lines: Iterable[bytes], out: BinaryIO, store: StateStore | None = None, chunk: int = 1000, errors=sys.stderr
+    lines: Iterable[bytes], out: BinaryIO, store: StateStore | None = None, chunk: int = 1000, errors=sys.stderr,
+    dedupe_window_s: float | None = DEFAULT_DEDUPE_WINDOW_S, watched: set[str] | None = None,
 ) -> StateStore:
-    """Apply in order, `chunk` messages per transaction (the same engine as the worker), write changes."""
-    store = store if store is not None else MemoryStore()
+    """Apply in order, `chunk` messages per transaction (the same engine as the worker), write changes.
+
+    Without a store, a StreamStore with this dedupe window (None: every id kept) keeping the games of
+    the `watched` players: by default, of a sequence, its accounts closed for fair play (it is read twice);
+    of a one-pass iterable (stdin), None: the fair-play window's games of everyone."""
+    if store is None:
+        if watched is None and isinstance(lines, Sequence):
+            watched = fair_play_closures(lines)
+        store = StreamStore(dedupe_window_s, watched=watched)
     pending: list[Message] = []
     numbers: list[int] = []
 
@@ -45,6 +92,7 @@ async def replay(
                 out.write(record.payload + b"\n")
             for index, error in result.failed:
                 errors.write(f"line {numbers[index]}: rating_error: {error}\n")
+            _report_short_history(store, numbers, errors)
             pending.clear()
             numbers.clear()
 
@@ -57,6 +105,24 @@ async def replay(
     return store
 
 
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _report_short_history(store, numbers: list[int], errors) -> None:
+    """A fair-play closure whose window reaches before the games a StreamStore still keeps (it came more
+    than the dedupe window late) was refunded from fewer games than the worker would refund: said loudly."""
+    short = getattr(store, "history_short", None)
+    if not short:
+        return
+    for query in short:
+        errors.write(f"lines {numbers[0]}-{numbers[-1]}: incomplete_history: {query.player_id}'s {query.system} "
+                     f"{query.cause_type} history since {_iso(query.since)} asked for, kept only from "
+                     f"{_iso(store.history_from)}: the result may differ from the worker's; replay a FILE (read "
+                     f"twice, exact) or with a longer --dedupe-window, or --dedupe-window all\n")
+    short.clear()
+
+
 def main(args: argparse.Namespace) -> int:
     source = sys.stdin.buffer if args.file in (None, "-") else open(args.file, "rb")  # noqa: SIM115
     out = sys.stdout.buffer if args.output in (None, "-") else open(args.output, "wb")  # noqa: SIM115
@@ -67,8 +133,13 @@ def main(args: argparse.Namespace) -> int:
             from worker.store.postgres import PostgresStore
 
             store = await PostgresStore.connect(args.database_url)
+        watched = None
+        if store is None and source.seekable():
+            # A file is read twice: its fair-play closures first, so that only their players' games are kept.
+            watched = fair_play_closures(source)
+            source.seek(0)
         try:
-            await replay(source, out, store=store)
+            await replay(source, out, store=store, dedupe_window_s=args.dedupe_window, watched=watched)
         finally:
             if store is not None:
                 await store.close()
@@ -88,4 +159,10 @@ def add_parser(sub) -> None:
     p.add_argument("file", nargs="?", help="input file, '-' or absent for stdin")
     p.add_argument("--output", "-o", help="output file (default stdout)")
     p.add_argument("--database-url", help="apply against this PostgreSQL instead of memory")
+    p.add_argument("--dedupe-window", type=dedupe_window, default=DEFAULT_DEDUPE_WINDOW_S, metavar="DURATION",
+                   help="in memory, how long (of message time) a message's id is kept to skip its duplicates: "
+                        "7d (the default), 12h, 3600, or 'all' to keep every id (exact whatever the order, "
+                        "at about 100 bytes an id); a duplicate delivered later than this after the first is "
+                        "applied again. Reading stdin, the fair-play history is kept this much longer than its 30 "
+                        "days; a FILE is read twice, its fair-play closures first, and their players' games kept whole")
     p.set_defaults(func=main)

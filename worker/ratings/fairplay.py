@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from worker.ratings import csr
 from worker.ratings.inputs import AccountClosed, GameSide
 from worker.ratings.state import Outcome, RatingState, StateKey
-from worker.ratings.system import HistoryQuery, RatingSystem
+from worker.ratings.system import HistoryKept, HistoryQuery, RatingSystem
 
 FAIR_PLAY = "fair_play"
 DAY = 86400.0
@@ -128,4 +128,5 @@ def with_games(closure: AccountClosed, games: tuple[GameSide, ...]) -> AccountCl
 SYSTEM = RatingSystem(
     "fairplay", ("account.closed",), players, state_keys, rate_closure, cause_time=operator.attrgetter("closed_at"),
     history=history_query, with_history=with_games,
+    history_kept=HistoryKept(PARAMS.system, PARAMS.cause_type, PARAMS.window_days * DAY),
 )

@@ -53,6 +53,16 @@ class HistoryQuery(NamedTuple):
     until: float
 
 
+class HistoryKept(NamedTuple):
+    """The history rows a system's `history` queries can ask for: the rows of `system` whose cause is a
+    `cause_type` message, at most `seconds` before the asking message's own time. An offline replay keeps
+    only these of the past (worker.store.stream)."""
+
+    system: str
+    cause_type: str
+    seconds: float
+
+
 class RatingsQuery(NamedTuple):
     """The stored ratings of one system and category whose RD is at most `rd_at_most`."""
 
@@ -107,6 +117,7 @@ class RatingSystem:
     more_keys: Callable[[Any, Mapping[StateKey, RatingState]], list[StateKey]] = lambda payload, loaded: []
     shown_rating: Callable[[RatingState], float | None] = operator.attrgetter("rating")
     history: Callable[[Any], HistoryQuery | None] = lambda payload: None
+    history_kept: HistoryKept | None = None  # what `history` may ask for (required with `history`)
     with_history: Callable[[Any, tuple[GameSide, ...]], Any] = lambda payload, games: payload
     published: Callable[[StateKey], bool] = lambda key: True
     context: Callable[[Any, Mapping[StateKey, RatingState]], tuple[str, str, float] | None] = (
