@@ -72,18 +72,22 @@ async def test_every_type_gives_the_memory_store_s_bytes_and_states(chunk):
 async def test_every_type_read_once_says_which_closure_came_too_late_for_its_window():
     """Its fair-play closure comes after months of other messages: from one pass (stdin), its games are
     no longer kept, and replay says so rather than refunding less in silence."""
-    _, errors = await run(every_type(), StreamStore(), 1000)
-    assert "incomplete_history: p001's csr game.finished history since 2025-12-04T00:00:00Z" in errors
+    _, errors = await run(every_type(), StreamStore(), 1)  # one message a commit: the clock follows each
+    assert "line 4021: incomplete_history: p001's csr game.finished history since 2025-12-04T00:00:00Z" in errors
+    assert errors.count("incomplete_history") == 1
 
 
 async def test_a_closure_refunds_from_the_kept_games_exactly_as_from_the_whole_history():
-    lines = daily_games(40, 24, 12)
-    lines.insert(30 * 24, closure("p003", T0 + timedelta(days=30)))  # in time: its 30 days are all kept
+    """70 days of games, trimmed as they go; a closure 6.5 days late still finds every game of its 30 days
+    (kept for 30 + 7 days, trimmed a day at a time)."""
+    lines = daily_games(70, 24, 12)
+    lines.insert(60 * 24, closure("p003", T0 + timedelta(days=53, hours=12)))
     expected, _ = await run(lines, MemoryStore(), chunk=5)
     stream = StreamStore()
     got, errors = await run(lines, stream, chunk=5)
     assert b'"account.closed"' in expected and got == expected and errors == ""
-    assert stream.history_short == []
+    assert stream.history_short == {}
+    assert stream.history_from > T0.timestamp() + 20 * DAY  # the first 20 days' games were dropped
 
 
 async def test_a_closure_later_than_the_window_is_reported_and_all_keeps_it_exact():
@@ -91,7 +95,8 @@ async def test_a_closure_later_than_the_window_is_reported_and_all_keeps_it_exac
     lines.append(closure("p003", T0 + timedelta(days=20)))  # delivered 40 days after its time
     expected, _ = await run(lines, MemoryStore(), chunk=5)
     _, errors = await run(lines, StreamStore(), chunk=5)
-    assert "incomplete_history: p003's csr game.finished history since 2025-12-22T00:00:00Z asked for" in errors
+    assert errors.count("incomplete_history") == 1  # read twice under the locks, said once
+    assert "line 1441: incomplete_history: p003's csr game.finished history since 2025-12-22T00:00:00Z" in errors
     assert "--dedupe-window all" in errors
     exact, errors = await run(lines, StreamStore(dedupe_window_s=None), chunk=5)
     assert exact == expected and errors == ""
@@ -106,6 +111,16 @@ async def test_a_file_read_for_its_closures_first_keeps_their_players_games_whol
     got, errors = await run(lines, stream, chunk=5)
     assert got == expected and errors == ""
     assert 0 < stream.games_kept() < 60 * 24 / 3  # p003's games: about 2 in 12
+    _, errors = await run(lines, StreamStore(watched={"somebody else"}), chunk=5)
+    assert "line 1441: incomplete_history: p003's csr game.finished" in errors and "not a watched player" in errors
+
+
+async def test_a_second_closure_of_the_same_account_is_not_reported():
+    lines = daily_games(60, 24, 12)
+    lines += [closure("p003", T0 + timedelta(days=20)), closure("p003", T0 + timedelta(days=20))]
+    lines[-1] = lines[-1].replace(b"close-p003", b"close-p003-again")
+    _, errors = await run(lines, StreamStore(), chunk=1)
+    assert errors.count("incomplete_history") == 1 and "line 1441:" in errors
 
 
 async def test_a_duplicate_inside_the_window_is_skipped_one_later_is_applied_again_unless_all():
@@ -144,8 +159,8 @@ async def test_what_is_kept_stays_flat_in_the_stream_s_length():
 def test_the_window_reads_durations_and_all():
     assert dedupe_window("7d") == 7 * DAY and dedupe_window("12h") == 43200 and dedupe_window("90m") == 5400
     assert dedupe_window("3600") == 3600 and dedupe_window("ALL") is None
-    for bad in ("0", "-1d", "week", ""):
-        with pytest.raises(Exception, match="duration|more than 0"):
+    for bad in ("0", "-1d", "week", "", "inf", "1e999d"):
+        with pytest.raises(Exception, match="duration|more than 0 and finite"):
             dedupe_window(bad)
 
 
@@ -159,8 +174,9 @@ def test_what_it_does_not_keep_cannot_be_read_by_mistake():
 
 async def test_the_command_reads_a_file_twice_and_stdin_once(tmp_path):
     """`rating-worker replay FILE` keeps the closed accounts' games whole (exact); from stdin it has only
-    the window, and says so for a closure that came too late."""
-    lines = daily_games(60, 24, 12)
+    the window, and says so for a closure that came too late (100 days: the clock, a median of each
+    1,000-message commit, is well past its window)."""
+    lines = daily_games(120, 24, 12)
     lines.append(closure("p003", T0 + timedelta(days=20)))
     expected, _ = await run(lines, MemoryStore(), chunk=1000)
     source = tmp_path / "history.jsonl"
@@ -171,5 +187,14 @@ async def test_the_command_reads_a_file_twice_and_stdin_once(tmp_path):
     assert (tmp_path / "out").read_bytes() == expected
     from_stdin = subprocess.run([*command, "--dedupe-window", "3d"], input=source.read_bytes(), capture_output=True,
                                 timeout=120)
-    assert from_stdin.returncode == 0 and b"incomplete_history" in from_stdin.stderr
+    assert from_stdin.returncode == 0 and b"line 2881: incomplete_history" in from_stdin.stderr
     assert b"--dedupe-window all" in from_stdin.stderr
+
+
+def test_every_system_that_reads_history_declares_what_is_kept():
+    """A history query the stream store was not told about would stop a replay with a traceback."""
+    from worker.ratings.registry import SYSTEMS
+
+    for system in SYSTEMS:
+        reads = system.history is not type(system).__dataclass_fields__["history"].default
+        assert (system.history_kept is not None) == reads, system.name

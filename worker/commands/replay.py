@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from worker.contract.reasons import BadMessage
 from worker.engine import apply_messages
 from worker.ratings.fairplay import FAIR_PLAY
 from worker.ratings.inputs import Message
+from worker.ratings.registry import system_for
 from worker.store.base import StateStore
 from worker.store.stream import DEFAULT_DEDUPE_WINDOW_S, StreamStore
 
@@ -34,8 +36,8 @@ def dedupe_window(text: str) -> float | None:
         seconds = float(number) * _UNITS[unit]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: a duration such as 7d, 12h, 90m or 3600, or 'all'") from None
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0 (or 'all')")
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0 and finite (or 'all')")
     return seconds
 
 
@@ -58,7 +60,8 @@ def fair_play_closures(lines: Iterable[bytes]) -> set[str]:
     refunds (a first, cheap pass over a file; only lines that mention the type are decoded)."""
     players = set()
     for line in lines:
-        if b"account.closed" not in line:
+        line = line if isinstance(line, bytes) else line.encode()
+        if b"account.closed" not in line:  # a line that spells it otherwise is reported when it asks
             continue
         try:
             message, _ = decode_rateable(line.strip())
@@ -92,7 +95,7 @@ async def replay(
                 out.write(record.payload + b"\n")
             for index, error in result.failed:
                 errors.write(f"line {numbers[index]}: rating_error: {error}\n")
-            _report_short_history(store, numbers, errors)
+            _report_short_history(store, pending, numbers, result, errors)
             pending.clear()
             numbers.clear()
 
@@ -109,17 +112,24 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _report_short_history(store, numbers: list[int], errors) -> None:
-    """A fair-play closure whose window reaches before the games a StreamStore still keeps (it came more
-    than the dedupe window late) was refunded from fewer games than the worker would refund: said loudly."""
+def _report_short_history(store, messages: list[Message], numbers: list[int], result, errors) -> None:
+    """A message that asked a StreamStore for history it no longer keeps (a fair-play closure more than
+    the dedupe window late, read from stdin) and was applied may have refunded less than the worker would:
+    said loudly, once, with its line. One not applied (an account already closed) changed nobody."""
     short = getattr(store, "history_short", None)
     if not short:
         return
-    for query in short:
-        errors.write(f"lines {numbers[0]}-{numbers[-1]}: incomplete_history: {query.player_id}'s {query.system} "
-                     f"{query.cause_type} history since {_iso(query.since)} asked for, kept only from "
-                     f"{_iso(store.history_from)}: the result may differ from the worker's; replay a FILE (read "
-                     f"twice, exact) or with a longer --dedupe-window, or --dedupe-window all\n")
+    for i, message in enumerate(messages):
+        system = system_for(message)
+        query = system.history(message.payload) if system is not None else None
+        kept_from = short.pop(query, None) if query is not None else None
+        if kept_from is None or result.messages[i].status != "applied":
+            continue
+        kept = f"kept only from {_iso(kept_from)}" if kept_from > -math.inf else "not kept (not a watched player)"
+        errors.write(f"line {numbers[i]}: incomplete_history: {query.player_id}'s {query.system} {query.cause_type} "
+                     f"history since {_iso(query.since)} asked for, {kept}: the result may differ from the "
+                     f"worker's; replay a regular FILE (read twice, exact) or with a longer --dedupe-window, "
+                     f"or --dedupe-window all\n")
     short.clear()
 
 
@@ -132,12 +142,16 @@ def main(args: argparse.Namespace) -> int:
         if args.database_url:
             from worker.store.postgres import PostgresStore
 
+            if args.dedupe_window != DEFAULT_DEDUPE_WINDOW_S:
+                sys.stderr.write("replay: --dedupe-window is for replays in memory; PostgreSQL keeps every id\n")
+
             store = await PostgresStore.connect(args.database_url)
         watched = None
         if store is None and source.seekable():
             # A file is read twice: its fair-play closures first, so that only their players' games are kept.
+            start = source.tell()
             watched = fair_play_closures(source)
-            source.seek(0)
+            source.seek(start)
         try:
             await replay(source, out, store=store, dedupe_window_s=args.dedupe_window, watched=watched)
         finally:
@@ -163,6 +177,7 @@ def add_parser(sub) -> None:
                    help="in memory, how long (of message time) a message's id is kept to skip its duplicates: "
                         "7d (the default), 12h, 3600, or 'all' to keep every id (exact whatever the order, "
                         "at about 100 bytes an id); a duplicate delivered later than this after the first is "
-                        "applied again. Reading stdin, the fair-play history is kept this much longer than its 30 "
-                        "days; a FILE is read twice, its fair-play closures first, and their players' games kept whole")
+                        "applied again. A regular FILE (or stdin redirected from one) is read twice, its fair-play "
+                        "closures first, and their players' games kept whole; from a pipe, the 30 days of the "
+                        "fair-play window are kept this much longer")
     p.set_defaults(func=main)

@@ -19,8 +19,8 @@ message. This store keeps only what the rules read:
 are kept, from the stream's start and whatever their age: exact, and small (a platform's history holds
 tens of millions of games in any 30 days, its closures for fair play a few thousand accounts).
 
-The clock is the latest message time applied (the changes' cause times, an unrated message's own time),
-moved as transactions commit; windows
+The clock is the latest message time applied (the median of each commit's times: the changes' cause times,
+an unrated message's own time), moved as transactions commit; windows
 are trimmed a day at a time, so each holds between its length and a day more. What falls outside a window
 changes the answer, never silently for the history: a duplicate delivered more than the window after the
 first delivery is applied again (README, "Offline replay"), and a history query reaching before the rows
@@ -30,6 +30,7 @@ kept is recorded in `history_short` for replay to report.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence, Set
 from hashlib import blake2b
 
@@ -88,7 +89,9 @@ class StreamStore(MemoryStore):
         self._seq = 0
         self._rows = 0
         self.history_from = -math.inf  # every kept row caused at this time or later is here
-        self.history_short: list[HistoryQuery] = []  # queries that asked for rows older than that
+        # queries that asked for rows not kept (older than history_from, or of a player not watched), with
+        # history_from when they asked
+        self.history_short: dict[HistoryQuery, float] = {}
 
     @property
     def processed_ids(self) -> set[tuple[str, str]]:
@@ -112,8 +115,8 @@ class StreamStore(MemoryStore):
         if (query.system, query.cause_type) not in self._kept:
             raise ValueError(f"history of {query.system}/{query.cause_type} is not kept: declare it in the "
                              f"system's history_kept")
-        if query.since < self.history_from:
-            self.history_short.append(query)
+        if query.since < self.history_from or (self.watched is not None and query.player_id not in self.watched):
+            self.history_short.setdefault(query, self.history_from)
         games = self._games
         found = [games[c] for c in self._games_of.get((query.player_id, query.system), ())]
         found = [g for g in found if g.cause_type == query.cause_type and query.since <= g.at <= query.until]
@@ -134,15 +137,18 @@ class StreamStore(MemoryStore):
         # carries none, its changes do).
         times = [r.changed_at for r in records] + [p.at for p in processed if p.at is not None]
         if times:
-            self.clock = max(self.clock, max(times))
+            # The median, not the latest: one message dated far ahead (a producer's wrong clock) would
+            # otherwise empty every window at once. A later clock only ever keeps more.
+            self.clock = max(self.clock, statistics.median_low(times))
         self._keep_games([r for r in records if (r.key.system, r.cause_type) in self._kept])
         day = self._day(self.clock) if self.clock > -math.inf else None  # None: no message time yet
         for p in processed:
             if p.outcome != "duplicate":  # a duplicate's id is kept since its first delivery
                 digest = _digest((p.source, p.id))
                 self._ids.add(digest)
-                # By the clock, not by its own time: a late message's id is kept a whole window too.
-                self._ids_by_day.setdefault(day, []).append(digest)
+                if self.dedupe_window_s is not None:
+                    # By the clock, not by its own time: a late message's id is kept a whole window too.
+                    self._ids_by_day.setdefault(day, []).append(digest)
         self._trim()
 
     def _keep_games(self, records: list[ChangeRecord]) -> None:
