@@ -116,9 +116,7 @@ class MemoryStore:
     def commit(self, states: dict[StateKey, RatingState], records: list[ChangeRecord],
                processed: list[ProcessedMessage], closures: dict[str, float]) -> None:
         """A transaction's staged rows, applied when it ends normally."""
-        if any(k not in self.states for k in states):
-            self.key_order.clear()  # a new key: the sorted keys of its system are made again
-        self.states.update(states)
+        self._update(states, closures)
         self.history.extend(records)
         messages = self.messages
         for p in processed:
@@ -127,6 +125,12 @@ class MemoryStore:
                 messages[(p.source, p.id)] = replace(first, duplicates=first.duplicates + p.duplicates)
             else:
                 messages[(p.source, p.id)] = p
+
+    def _update(self, states: dict[StateKey, RatingState], closures: dict[str, float]) -> None:
+        """The states and closures a transaction wrote (every store keeps them whole)."""
+        if any(k not in self.states for k in states):
+            self.key_order.clear()  # a new key: the sorted keys of its system are made again
+        self.states.update(states)
         self.closures.update(closures)
 
     @asynccontextmanager

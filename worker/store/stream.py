@@ -128,10 +128,7 @@ class StreamStore(MemoryStore):
 
     def commit(self, states: dict[StateKey, RatingState], records: list[ChangeRecord],
                processed: list[ProcessedMessage], closures: dict[str, float]) -> None:
-        if any(k not in self.states for k in states):
-            self.key_order.clear()  # a new key: the sorted keys of its system are made again
-        self.states.update(states)
-        self.closures.update(closures)
+        self._update(states, closures)
         self._rows += len(records)
         # The message times seen: a change's cause time, or an unrated message's own (an applied one
         # carries none, its changes do).
