@@ -62,6 +62,8 @@ BENCHMARKS = {
     "limit": ("the worker against the machine's limit for the same work (issue 21): 100,000 games among 20,000 "
               "players, PostgreSQL at default memory; worker, naive, pure Python, the same rows by COPY",
               _run("limit", lambda m: asyncio.run(m.main()))),
+    "replay": ("rating-worker replay of 1, 5 and 10 million messages (BENCH_REPLAY_SIZES): largest RSS and "
+               "messages/s, memory against the stream's length", _run("replay", lambda m: m.main())),
     "lists": ("a FIDE list (rating.period_closed) on BENCH_LIST_PLAYERS (100,000) players: the sweep's time, its "
               "longest chunk and other transactions' lock waits", _run("lists", lambda m: asyncio.run(m.main()))),
     "pipeline": ("throughput and latency", _pipeline("pipeline")),
