@@ -63,7 +63,8 @@ async def test_every_type_gives_the_memory_store_s_bytes_and_states(chunk):
     got, errors = await run(lines, stream, chunk)
     assert got == expected and errors == expected_errors
     assert stream.states == memory.states and stream.closures == memory.closures
-    assert 0 < stream.games_kept() < 3300 / 10  # p001's games (the closed account), not every game
+    assert b'"type":"account.closed"' in expected  # refunds: p001's games were there when asked for
+    assert stream.games_kept() == 0  # and went once his closure was applied
     by_default = io.BytesIO()
     assert isinstance(await replay(lines, by_default, chunk=chunk, errors=io.StringIO()), StreamStore)
     assert by_default.getvalue() == expected
@@ -105,12 +106,16 @@ async def test_a_closure_later_than_the_window_is_reported_and_all_keeps_it_exac
 async def test_a_file_read_for_its_closures_first_keeps_their_players_games_whole_and_only_theirs():
     lines = daily_games(60, 24, 12)
     lines.append(closure("p003", T0 + timedelta(days=20)))  # 40 days late, as above
-    assert fair_play_closures([b"not json", *lines]) == {"p003"}
+    closed_at = (T0 + timedelta(days=20)).timestamp()
+    assert fair_play_closures([b"not json", *lines]) == {"p003": (closed_at, closed_at)}
     expected, _ = await run(lines, MemoryStore(), chunk=5)
     stream = StreamStore(watched={"p003"})
     got, errors = await run(lines, stream, chunk=5)
     assert got == expected and errors == ""
-    assert 0 < stream.games_kept() < 60 * 24 / 3  # p003's games: about 2 in 12
+    assert stream.games_kept() == 0  # p003's games went with his closure
+    before = StreamStore(watched=fair_play_closures(lines))
+    await run(lines[:-1], before, chunk=5)  # all but the closure: his 30 days' games are waiting for it
+    assert 0 < before.games_kept() <= 21 * 24 / 4  # p003's (about 2 games in 12) of days 0 to 20, not all 60
     _, errors = await run(lines, StreamStore(watched={"somebody else"}), chunk=5)
     assert "line 1441: incomplete_history: p003's csr game.finished" in errors and "not a watched player" in errors
 

@@ -10,7 +10,7 @@ import argparse
 import asyncio
 import math
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import BinaryIO
 
@@ -55,10 +55,10 @@ def decoded_lines(lines: Iterable[bytes], errors) -> Iterator[tuple[int, Message
         yield number, message
 
 
-def fair_play_closures(lines: Iterable[bytes]) -> set[str]:
-    """The accounts a stream closes for fair play: the players whose games a replay must keep for their
-    refunds (a first, cheap pass over a file; only lines that mention the type are decoded)."""
-    players = set()
+def fair_play_closures(lines: Iterable[bytes]) -> dict[str, tuple[float, float]]:
+    """The accounts a stream closes for fair play, each with its first and last closure time: the players whose
+    games a replay must keep for their refunds (a first, cheap pass; only lines naming the type are decoded)."""
+    players: dict[str, tuple[float, float]] = {}
     for line in lines:
         line = line if isinstance(line, bytes) else line.encode()
         if b"account.closed" not in line:  # a line that spells it otherwise is reported when it asks
@@ -67,14 +67,16 @@ def fair_play_closures(lines: Iterable[bytes]) -> set[str]:
             message, _ = decode_rateable(line.strip())
         except BadMessage:
             continue
-        if message.type == "account.closed" and getattr(message.payload, "reason", None) == FAIR_PLAY:
-            players.add(message.payload.player_id)
+        closure = message.payload
+        if message.type == "account.closed" and getattr(closure, "reason", None) == FAIR_PLAY:
+            first, last = players.get(closure.player_id, (math.inf, -math.inf))
+            players[closure.player_id] = (min(first, closure.closed_at), max(last, closure.closed_at))
     return players
 
 
 async def replay(
     lines: Iterable[bytes], out: BinaryIO, store: StateStore | None = None, chunk: int = 1000, errors=sys.stderr,
-    dedupe_window_s: float | None = DEFAULT_DEDUPE_WINDOW_S, watched: set[str] | None = None,
+    dedupe_window_s: float | None = DEFAULT_DEDUPE_WINDOW_S, watched: Mapping[str, tuple[float, float]] | None = None,
 ) -> StateStore:
     """Apply in order, `chunk` messages per transaction (the same engine as the worker), write changes.
 

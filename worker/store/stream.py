@@ -15,9 +15,11 @@ message. This store keeps only what the rules read:
 `dedupe_window_s=None` keeps every id and every such history row: exact whatever the stream's order.
 
 `watched`: the players whose games a history query can ask for, when known before the stream is applied
-(replay of a file reads it once for its fair-play closures first). Then only the games with one of them
-are kept, from the stream's start and whatever their age: exact, and small (a platform's history holds
-tens of millions of games in any 30 days, its closures for fair play a few thousand accounts).
+(replay of a file reads it once for its fair-play closures first), each with its first and last closure
+time (None: every game). Then only the games with one of them are kept, from the
+declared window before that time (30 days) until the closure is applied (a closed account is not refunded
+again): exact whatever the order, and small (a platform's history holds tens of millions of games in any
+30 days, its closures for fair play a few thousand accounts).
 
 The clock is the latest message time applied (the median of each commit's times: the changes' cause times,
 an unrated message's own time), moved as transactions commit; windows
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from hashlib import blake2b
 
 from worker.contract.changed import ChangeRecord
@@ -70,15 +72,22 @@ class _Game:
 
 class StreamStore(MemoryStore):
     def __init__(self, dedupe_window_s: float | None = DEFAULT_DEDUPE_WINDOW_S,
-                 kept: Sequence[HistoryKept] | None = None, watched: Set[str] | None = None) -> None:
+                 kept: Sequence[HistoryKept] | None = None,
+                 watched: Mapping[str, tuple[float, float] | None] | Set[str] | None = None) -> None:
         super().__init__()
-        self.watched = watched
         # Not kept here: reading them would answer wrongly, so they are not there to read.
         del self.history, self.messages
         self.dedupe_window_s = dedupe_window_s
         declared = kept if kept is not None else [s.history_kept for s in SYSTEMS if s.history_kept is not None]
         self._kept = {(k.system, k.cause_type) for k in declared}
-        self._history_s = max((k.seconds for k in declared), default=0.0) + (dedupe_window_s or 0.0)
+        window_s = max((k.seconds for k in declared), default=0.0)
+        self._history_s = window_s + (dedupe_window_s or 0.0)
+        # watched player -> the times between which his games are kept (None: nobody watched, a window of all)
+        self.watched: dict[str, tuple[float, float]] | None = None
+        if watched is not None:
+            at = watched if isinstance(watched, Mapping) else dict.fromkeys(watched)
+            self.watched = {p: (-math.inf, math.inf) if t is None else (t[0] - window_s, t[1]) for p, t in at.items()}
+        self._watched_ever = frozenset(self.watched or ())
         self.clock = -math.inf  # the latest message time applied
         self._trimmed_day: int | None = None
         self._ids: set[int] = set()
@@ -115,7 +124,7 @@ class StreamStore(MemoryStore):
         if (query.system, query.cause_type) not in self._kept:
             raise ValueError(f"history of {query.system}/{query.cause_type} is not kept: declare it in the "
                              f"system's history_kept")
-        if query.since < self.history_from or (self.watched is not None and query.player_id not in self.watched):
+        if query.since < self.history_from or (self.watched is not None and query.player_id not in self._watched_ever):
             self.history_short.setdefault(query, self.history_from)
         games = self._games
         found = [games[c] for c in self._games_of.get((query.player_id, query.system), ())]
@@ -138,6 +147,8 @@ class StreamStore(MemoryStore):
             # otherwise empty every window at once. A later clock only ever keeps more.
             self.clock = max(self.clock, statistics.median_low(times))
         self._keep_games([r for r in records if (r.key.system, r.cause_type) in self._kept])
+        for player_id in closures:
+            self._closed(player_id)
         day = self._day(self.clock) if self.clock > -math.inf else None  # None: no message time yet
         for p in processed:
             if p.outcome != "duplicate":  # a duplicate's id is kept since its first delivery
@@ -153,15 +164,37 @@ class StreamStore(MemoryStore):
             for r in records:
                 self._keep(r)
             return
-        # Both sides of a game are written by one message, so in one commit: kept if one side is watched.
+        # Both sides of a game are written by one message, so in one commit: kept if one side is watched
+        # and the game is in the window of his closure.
         by_cause: dict[Cause, list[ChangeRecord]] = {}
         for r in records:
             by_cause.setdefault((r.cause_source, r.cause_id), []).append(r)
         watched = self.watched
         for sides in by_cause.values():
-            if any(r.key.player_id in watched for r in sides):
+            if any((span := watched.get(r.key.player_id)) is not None and span[0] <= r.changed_at <= span[1]
+                   for r in sides):
                 for r in sides:
                     self._keep(r)
+
+    def _closed(self, player_id: str) -> None:
+        """A watched account's closure was applied: a later one refunds nobody, so his games go, except
+        those another watched account still needs."""
+        if self.watched is None or self.watched.pop(player_id, None) is None:
+            return
+        watched = self.watched
+        for key in [k for k in self._games_of if k[0] == player_id]:
+            for cause in list(self._games_of.get(key, ())):
+                game = self._games[cause]
+                if any((span := watched.get(s.player_id)) is not None and span[0] <= s.at <= span[1]
+                       for s in game.sides):
+                    continue
+                del self._games[cause]
+                for side in game.sides:
+                    of = self._games_of.get((side.player_id, game.system))
+                    if of is not None:
+                        of.pop(cause, None)
+                        if not of:
+                            del self._games_of[(side.player_id, game.system)]
 
     def _keep(self, r: ChangeRecord) -> None:
         cause = (r.cause_source, r.cause_id)
@@ -171,7 +204,8 @@ class StreamStore(MemoryStore):
                 return  # older than what is kept: a query for it is reported as short anyway
             self._seq += 1
             game = self._games[cause] = _Game(self._seq, r.key.system, r.cause_type, r.changed_at)
-            self._games_by_day.setdefault(self._day(r.changed_at), []).append(cause)
+            if self.watched is None:  # trimmed by day; a watched account's go with his closure
+                self._games_by_day.setdefault(self._day(r.changed_at), []).append(cause)
         game.sides.append(GameSide(r.cause_source, r.cause_id, r.key.player_id, r.key.category, r.delta,
                                    r.changed_at))
         self._games_of.setdefault((r.key.player_id, r.key.system), {})[cause] = None
