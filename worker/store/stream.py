@@ -169,10 +169,8 @@ class StreamStore(MemoryStore):
         by_cause: dict[Cause, list[ChangeRecord]] = {}
         for r in records:
             by_cause.setdefault((r.cause_source, r.cause_id), []).append(r)
-        watched = self.watched
         for sides in by_cause.values():
-            if any((span := watched.get(r.key.player_id)) is not None and span[0] <= r.changed_at <= span[1]
-                   for r in sides):
+            if any(self._needed(r.key.player_id, r.changed_at) for r in sides):
                 for r in sides:
                     self._keep(r)
 
@@ -181,20 +179,25 @@ class StreamStore(MemoryStore):
         those another watched account still needs."""
         if self.watched is None or self.watched.pop(player_id, None) is None:
             return
-        watched = self.watched
         for key in [k for k in self._games_of if k[0] == player_id]:
             for cause in list(self._games_of.get(key, ())):
-                game = self._games[cause]
-                if any((span := watched.get(s.player_id)) is not None and span[0] <= s.at <= span[1]
-                       for s in game.sides):
-                    continue
-                del self._games[cause]
-                for side in game.sides:
-                    of = self._games_of.get((side.player_id, game.system))
-                    if of is not None:
-                        of.pop(cause, None)
-                        if not of:
-                            del self._games_of[(side.player_id, game.system)]
+                if not any(self._needed(side.player_id, side.at) for side in self._games[cause].sides):
+                    self._drop(cause)
+
+    def _drop(self, cause: Cause) -> None:
+        """A kept game goes, from its players' indexes too."""
+        game = self._games.pop(cause)
+        for side in game.sides:
+            of = self._games_of.get((side.player_id, game.system))
+            if of is not None:
+                of.pop(cause, None)
+                if not of:
+                    del self._games_of[(side.player_id, game.system)]
+
+    def _needed(self, player_id: str, at: float) -> bool:
+        """Whether a watched account's closure, not yet applied, may refund a game of his at this time."""
+        span = self.watched.get(player_id)
+        return span is not None and span[0] <= at <= span[1]
 
     def _keep(self, r: ChangeRecord) -> None:
         cause = (r.cause_source, r.cause_id)
@@ -225,17 +228,11 @@ class StreamStore(MemoryStore):
         for day in [d for d in self._ids_by_day if d < first_id_day]:
             self._ids.difference_update(self._ids_by_day.pop(day))
         if self.watched is not None:
-            return  # the watched players' games are all kept
+            return  # a watched account's games go with his closure (_closed), not by day
         first_game_day = self._day(self.clock - self._history_s)
         for day in [d for d in self._games_by_day if d < first_game_day]:
             for cause in self._games_by_day.pop(day):
-                game = self._games.pop(cause)
-                for side in game.sides:
-                    of = self._games_of.get((side.player_id, game.system))
-                    if of is not None:
-                        of.pop(cause, None)
-                        if not of:
-                            del self._games_of[(side.player_id, game.system)]
+                self._drop(cause)
         self.history_from = max(self.history_from, first_game_day * DAY)
 
     @staticmethod
