@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import BinaryIO
 
+from worker.commands.progress import Progress
 from worker.contract.decode import decode_rateable
 from worker.contract.reasons import BadMessage
 from worker.engine import apply_messages
@@ -77,27 +79,34 @@ def fair_play_closures(lines: Iterable[bytes]) -> dict[str, tuple[float, float]]
 async def replay(
     lines: Iterable[bytes], out: BinaryIO, store: StateStore | None = None, chunk: int = 1000, errors=sys.stderr,
     dedupe_window_s: float | None = DEFAULT_DEDUPE_WINDOW_S, watched: Mapping[str, tuple[float, float]] | None = None,
+    after_chunk: Callable[[int, int], None] | None = None,
 ) -> StateStore:
     """Apply in order, `chunk` messages per transaction (the same engine as the worker), write changes.
 
     Without a store, a StreamStore with this dedupe window (None: every id kept) keeping the games of
     the `watched` players: by default, of a sequence, its accounts closed for fair play (it is read twice);
-    of a one-pass iterable (stdin), None: the fair-play window's games of everyone."""
+    of a one-pass iterable (stdin), None: the fair-play window's games of everyone. `after_chunk(line number,
+    changes written)` is called after each chunk (the command's progress)."""
     if store is None:
         if watched is None and isinstance(lines, Sequence):
             watched = fair_play_closures(lines)
         store = StreamStore(dedupe_window_s, watched=watched)
     pending: list[Message] = []
     numbers: list[int] = []
+    written = 0
 
     async def flush() -> None:
+        nonlocal written
         if pending:
             result = await apply_messages(store, pending)  # a sweep (a FIDE list) in chunks of its own
             for record in result.records:
                 out.write(record.payload + b"\n")
+            written += len(result.records)
             for index, error in result.failed:
                 errors.write(f"line {numbers[index]}: rating_error: {error}\n")
             _report_short_history(store, pending, numbers, result, errors)
+            if after_chunk is not None:
+                after_chunk(numbers[-1], written)
             pending.clear()
             numbers.clear()
 
@@ -135,9 +144,25 @@ def _report_short_history(store, messages: list[Message], numbers: list[int], re
     short.clear()
 
 
+def _counted(lines: Iterable[bytes], counts: dict, progress: Progress) -> Iterator[bytes]:
+    for counts["lines"], line in enumerate(lines, start=1):  # noqa: B007 - the progress reads it
+        if not counts["lines"] & 0x3FFF:
+            progress.tick()
+        yield line
+
+
 def main(args: argparse.Namespace) -> int:
     source = sys.stdin.buffer if args.file in (None, "-") else open(args.file, "rb")  # noqa: SIM115
     out = sys.stdout.buffer if args.output in (None, "-") else open(args.output, "wb")  # noqa: SIM115
+    name = "stdin" if args.file in (None, "-") else os.path.basename(args.file)
+    counts = {"lines": 0, "changes": 0}
+
+    def progress(label: str, describe) -> Progress:
+        # Output on the terminal is its own progress: a bar or lines beside it would only garble it.
+        quiet = args.quiet or bool(getattr(out, "isatty", lambda: False)())
+        shown = Progress(label, describe=describe, count=lambda: counts["lines"], stream=sys.stderr, quiet=quiet)
+        shown.track(source)
+        return shown
 
     async def go() -> None:
         store = None
@@ -152,11 +177,23 @@ def main(args: argparse.Namespace) -> int:
         if store is None and source.seekable():
             # A file is read twice: its fair-play closures first, so that only their players' games are kept.
             start = source.tell()
-            watched = fair_play_closures(source)
+            first = progress(f"replay {name}, closures", lambda: f"{counts['lines']:,} lines")
+            try:
+                watched = fair_play_closures(_counted(source, counts, first))
+            finally:
+                first.end()
             source.seek(start)
+        shown = progress(f"replay {name}", lambda: f"{counts['lines']:,} lines, {counts['changes']:,} changes")
+
+        def after_chunk(line: int, written: int) -> None:
+            counts["lines"], counts["changes"] = line, written
+            shown.tick()
+
         try:
-            await replay(source, out, store=store, dedupe_window_s=args.dedupe_window, watched=watched)
+            await replay(source, out, store=store, errors=shown, dedupe_window_s=args.dedupe_window,
+                         watched=watched, after_chunk=after_chunk)
         finally:
+            shown.end()
             if store is not None:
                 await store.close()
 
@@ -171,7 +208,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("replay", help="rate CloudEvents JSON lines offline", description=(
         "Read CloudEvents JSON lines from FILE (or stdin), apply them in order with the worker's engine "
         "against in-memory state (or PostgreSQL with --database-url) and write rating.changed JSON lines. "
-        "Bad lines are reported on stderr with their line number and skipped."))
+        "Bad lines are reported on stderr with their line number and skipped. Example: "
+        "rating-worker replay history.jsonl -o changes.jsonl"))
     p.add_argument("file", nargs="?", help="input file, '-' or absent for stdin")
     p.add_argument("--output", "-o", help="output file (default stdout)")
     p.add_argument("--database-url", help="apply against this PostgreSQL instead of memory")
@@ -182,4 +220,7 @@ def add_parser(sub) -> None:
                         "applied again. A regular FILE (or stdin redirected from one) is read twice, its fair-play "
                         "closures first, and their players' games kept whole; from a pipe, the 30 days of the "
                         "fair-play window are kept this much longer")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress (shown on stderr, a bar on a terminal and a line every 10 s otherwise, "
+                        "unless the output itself goes to the terminal)")
     p.set_defaults(func=main)

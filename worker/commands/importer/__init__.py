@@ -24,7 +24,6 @@ from worker.commands.importer.events import (
     check_records,
     message_id,
 )
-from worker.commands.importer.progress import Progress
 from worker.commands.importer.read import (
     DATA_FIELDS,
     DEFAULT_SOURCE,
@@ -38,5 +37,5 @@ from worker.commands.importer.read import (
 )
 
 __all__ = ["DATA_FIELDS", "DEFAULT_SOURCE", "DEFAULT_TOPIC", "DESCRIPTION", "ID_NAMESPACE", "CsvHeader", "Duplicate",
-           "Good", "ImportError_", "Progress", "Record", "Rejected", "RejectsWriter", "add_parser", "build_event", "check_records",
+           "Good", "ImportError_", "Record", "Rejected", "RejectsWriter", "add_parser", "build_event", "check_records",
            "detect_format", "main", "message_id", "read_csv", "read_jsonl"]

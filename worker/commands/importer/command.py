@@ -1,4 +1,4 @@
-"""`rating-worker import FILE`: the command (arguments -> an exit code), its progress line and summary."""
+"""`rating-worker import FILE`: the command (arguments -> an exit code), its progress and summary."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from urllib.parse import urlsplit
 
 from worker import config as config_mod
 from worker.commands.importer.events import RejectsWriter
-from worker.commands.importer.progress import Progress
 from worker.commands.importer.read import (
     DEFAULT_BATCH,
     DEFAULT_SOURCE,
@@ -30,6 +29,7 @@ from worker.commands.importer.send import (
     to_broker,
     to_database,
 )
+from worker.commands.progress import Progress
 from worker.config import mask_url
 from worker.contract.times import parse_time
 
@@ -68,6 +68,11 @@ def _summary(args, counts: Counts, elapsed: float, mode: str, out: IO[str]) -> N
             w(f"  ... and {more:,} more ({where})\n")
         elif args.rejects:
             w(f"  (written to {args.rejects})\n")
+
+
+def _progress_counts(c: Counts) -> str:
+    return (f"{c.read:,} lines read, {c.done:,} imported, {c.rejected:,} rejected"
+            + (f", {c.duplicates:,} duplicate" if c.duplicates else ""))
 
 
 def settings(**given: str) -> config_mod.Config:
@@ -136,7 +141,8 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     counts = Counts()
-    progress = Progress(counts, err, args.quiet)
+    progress = Progress(f"import {os.path.basename(args.file)}", describe=lambda: _progress_counts(counts), count=lambda: counts.read,
+                        stream=err, quiet=args.quiet)
     where = {"dry-run": "dry run (checking only)", "broker": f"to topic {args.topic} at {target}",
              "database": f"into PostgreSQL {mask_url(target)}"}[mode]
     if not args.quiet:

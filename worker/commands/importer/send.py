@@ -12,7 +12,6 @@ from typing import IO, Any
 import orjson
 
 from worker.commands.importer.events import Duplicate, Good, Rejected, RejectsWriter, check_records
-from worker.commands.importer.progress import Progress
 from worker.commands.importer.read import (
     CsvHeader,
     ImportError_,
@@ -21,6 +20,7 @@ from worker.commands.importer.read import (
     read_csv,
     read_jsonl,
 )
+from worker.commands.progress import Progress
 from worker.config import mask_url
 
 
@@ -53,6 +53,7 @@ async def checked_items(args, counts: Counts, progress: Progress, rejects: Rejec
     in PostgreSQL or in the producer makes progress while the next one is read)."""
     fmt = detect_format(args.file, args.format)
     stream = open_input(args.file)
+    progress.track(stream)
     ignored: set[str] = set()
 
     def on_header(header: CsvHeader) -> None:
