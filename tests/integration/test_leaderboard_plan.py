@@ -94,3 +94,45 @@ async def test_listed_fide_ratings_are_on_the_leaderboard_unlisted_ones_are_not(
     finally:
         await conn.close()
     assert [r["player_id"] for r in rows] == ["imported", "listed"]
+
+
+async def test_leaving_out_inactive_players_still_reads_the_index_in_order(database_url):
+    """Issue 23: `leaderboard --active-days N`: players whose last game is older than N days are left out;
+    the command ranks the others (equal ratings share a rank) and says when each last played."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    now = time.time()
+    conn = await asyncpg.connect(database_url)
+    try:
+        await fill(conn, 20_000)
+        # p<g> last played g % 60 days ago (p1 two weeks before the cut, p3 just inside it)
+        await conn.execute("UPDATE ratings SET last_at = $1 - (substr(player_id, 2)::int % 60) * 86400.0 - 60",
+                           now)
+        await conn.execute("ANALYZE ratings")
+        plan = await plan_of(conn, QUERIES["leaderboard_active"], "csr", "blitz", 10, now - 30 * 86400)
+        types = [n["Node Type"] for n in plan]
+        assert "Sort" not in types and any(n.get("Index Name") == "ratings_leaderboard" for n in plan), types
+        expected = await conn.fetch(
+            "SELECT player_id, rating FROM ratings WHERE system = 'csr' AND category = 'blitz' AND rd <= 110 "
+            "AND last_at >= $1 ORDER BY rating DESC, player_id LIMIT 10", now - 30 * 86400)
+        everyone = await conn.fetch(QUERIES["leaderboard"], "csr", "blitz", 10)
+    finally:
+        await conn.close()
+    run = subprocess.run([sys.executable, "-m", "worker", "leaderboard", "csr", "blitz", "--active-days", "30",
+                          "--json"], env={**os.environ, "DATABASE_URL": database_url}, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    got = orjson.loads(run.stdout)
+    assert got["active_days"] == 30
+    assert [e["player_id"] for e in got["entries"]] == [r["player_id"] for r in expected]
+    assert [r["player_id"] for r in everyone] != [r["player_id"] for r in expected]  # someone was left out
+    ratings = [r["rating"] for r in expected]
+    assert [e["rank"] for e in got["entries"]] == [1 + sum(x > r for x in ratings) for r in ratings]
+    text = subprocess.run([sys.executable, "-m", "worker", "leaderboard", "csr", "blitz", "--active-days", "30"],
+                          env={**os.environ, "DATABASE_URL": database_url}, capture_output=True, text=True,
+                          timeout=120).stdout
+    assert "active in the last 30 days" in text and "last played" in text
+    assert max(len(line) for line in text.splitlines()) <= 80

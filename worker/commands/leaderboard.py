@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from worker.commands.operator import UsageError, add_common, command, connect, emit, table
 from worker.store.queries import QUERIES
+
+DAY_S = 86400.0
 
 
 def leaderboard_systems() -> list[str]:
@@ -15,19 +18,36 @@ def leaderboard_systems() -> list[str]:
     return [s.name for s in SYSTEMS if s.categories]
 
 
+def ranks(ratings: list[float]) -> list[int]:
+    """Competition ranks of ratings in descending order: equal ratings share a rank, and the next one
+    skips as many (1, 2, 2, 4), so that a rank says how many are above."""
+    out: list[int] = []
+    for i, rating in enumerate(ratings):
+        out.append(out[-1] if i and rating == ratings[i - 1] else i + 1)
+    return out
+
+
 async def leaderboard(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UsageError("--top must be at least 1")
+    if args.active_days is not None and not args.active_days > 0:
+        raise UsageError("--active-days must be more than 0")
     conn = await connect(args)
     try:
-        rows = await conn.fetch(QUERIES["leaderboard"], args.system, args.category, args.top)
+        if args.active_days is None:
+            rows = await conn.fetch(QUERIES["leaderboard"], args.system, args.category, args.top)
+        else:
+            since = time.time() - args.active_days * DAY_S
+            rows = await conn.fetch(QUERIES["leaderboard_active"], args.system, args.category, args.top, since)
     finally:
         await conn.close()
-    entries = [{"rank": i, **dict(r)} for i, r in enumerate(rows, start=1)]
-    text = f"{args.system} {args.category}: top {args.top} established ratings\n" + table(
-        ["#", "player", "rating", "rd", "games"],
-        [[e["rank"], e["player_id"], e["rating"], e["rd"], e["games"]] for e in entries])
-    emit(args.json, {"system": args.system, "category": args.category, "entries": entries}, text)
+    entries = [{"rank": rank, **dict(r)} for rank, r in zip(ranks([r["rating"] for r in rows]), rows, strict=True)]
+    active = "" if args.active_days is None else f" of players active in the last {args.active_days:g} days"
+    text = f"{args.system} {args.category}: top {args.top} established ratings{active}\n" + table(
+        ["#", "player", "rating", "rd", "games", "last played"],
+        [[e["rank"], e["player_id"], e["rating"], e["rd"], e["games"], e["last_played_at"]] for e in entries])
+    emit(args.json, {"system": args.system, "category": args.category, "active_days": args.active_days,
+                     "entries": entries}, text)
     return 0
 
 
@@ -35,9 +55,13 @@ def add_parser(sub) -> None:
     p = sub.add_parser("leaderboard", help="the best established ratings of one system and category",
                        description=(
         "The top established ratings (CSR and TSR: RD <= 110; US Chess: more than 25 games; FIDE: listed), "
-        "accounts closed for fair play left out. Example: rating-worker leaderboard csr blitz --top 20"))
+        "accounts closed for fair play left out, with their rank (equal ratings share one). --active-days N "
+        "leaves out players whose last rated game (or attempt) is more than N days before now. "
+        "Example: rating-worker leaderboard csr blitz --top 20 --active-days 30"))
     p.add_argument("system", help=f"one of {', '.join(leaderboard_systems())}")
     p.add_argument("category")
     p.add_argument("--top", type=int, default=10, help="how many (default 10)")
+    p.add_argument("--active-days", type=float, metavar="N",
+                   help="only players who played in the last N days (by the games' own times; default: everyone)")
     add_common(p)
     p.set_defaults(func=command(leaderboard))

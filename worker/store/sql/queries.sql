@@ -305,9 +305,18 @@ INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3);
 -- name: leaderboard
 -- $1 system, $2 category, $3 how many: the best established ratings (view `leaderboard`, served by
 -- the partial index ratings_leaderboard: n index entries read, no sort).
-SELECT player_id, rating, rd, games, peak, version
+SELECT player_id, rating, rd, games, peak, version, to_timestamp(last_at) AS last_played_at
 FROM leaderboard
 WHERE system = $1 AND category = $2
+ORDER BY rating DESC, player_id
+LIMIT $3;
+
+-- name: leaderboard_active
+-- $1 system, $2 category, $3 how many, $4 epoch seconds: the best established ratings of players who
+-- played since then (the same partial index, read in order; the inactive entries are skipped as met).
+SELECT player_id, rating, rd, games, peak, version, to_timestamp(last_at) AS last_played_at
+FROM leaderboard
+WHERE system = $1 AND category = $2 AND last_at >= $4
 ORDER BY rating DESC, player_id
 LIMIT $3;
 
