@@ -108,6 +108,40 @@ async def test_player_history_says_why_a_message_changed_nothing(rated, database
     assert all("unchanged" not in h for h in only_csr_blitz["history"])
 
 
+async def test_player_command_charts_each_rating_in_the_terminals_width_and_plots_it(rated, database_url, tmp_path):
+    """Issue 23, item 3: a sparkline per rating fitting COLUMNS, and --plot draws the stored history."""
+    env = {"DATABASE_URL": database_url, "COLUMNS": "80"}
+    shown = cli("player", "a", "--history", "5", env=env)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80]
+    (head,) = [line for line in lines if line.startswith("csr blitz: ")]
+    assert "peak" in head and "floor" in head and head.endswith("3 changes")
+    chart = lines[lines.index(head) + 1]
+    assert len([c for c in chart if c in "▁▂▃▄▅▆▇█"]) == 3  # one block a change: imported, game, refund
+    assert "▲" in lines[lines.index(head) + 2]
+    picture = tmp_path / "a.png"
+    drawn = cli("player", "a", "--plot", str(picture), env=env)
+    assert drawn.returncode == 0, drawn.stderr
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {picture}" in drawn.stderr
+    # The picture's data is the stored history (the figure's data, not its pixels).
+    import asyncpg as pg
+
+    from worker.commands import chart, plot
+    from worker.store.queries import QUERIES
+
+    conn = await pg.connect(database_url)
+    try:
+        rows = await conn.fetch(QUERIES["player_series"], "a", None, None)
+        stored = await conn.fetch("SELECT after_rating FROM rating_changes WHERE player_id = 'a' ORDER BY version")
+    finally:
+        await conn.close()
+    (line,) = plot.figure("a", chart.series_from_rows(rows)).axes[0].get_lines()
+    assert list(line.get_ydata()) == [r["after_rating"] for r in stored]
+    nothing = cli("player", "nobody-at-all", "--plot", str(tmp_path / "n.png"), env=env)
+    assert nothing.returncode == 1 and not (tmp_path / "n.png").exists()
+
+
 async def test_message_command_tells_what_became_of_each_message(rated, database_url, broker, topics):
     """Issue 20, item 2: applied (with its changes), unrated and why, delivered again, dead-lettered, never seen."""
     env = {"DATABASE_URL": database_url}

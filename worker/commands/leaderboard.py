@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from worker.commands.operator import UsageError, add_common, command, connect, emit, table
+from worker.commands.operator import UsageError, add_common, command, connect, emit, table, terminal_width
 from worker.store.queries import QUERIES
 
 DAY_S = 86400.0
@@ -45,7 +45,8 @@ async def leaderboard(args: argparse.Namespace) -> int:
     active = "" if args.active_days is None else f" of players active in the last {args.active_days:g} days"
     text = f"{args.system} {args.category}: top {args.top} established ratings{active}\n" + table(
         ["#", "player", "rating", "rd", "games", "last played"],
-        [[e["rank"], e["player_id"], e["rating"], e["rd"], e["games"], e["last_played_at"]] for e in entries])
+        [[e["rank"], e["player_id"], e["rating"], e["rd"], e["games"], e["last_played_at"]] for e in entries],
+        terminal_width())
     emit(args.json, {"system": args.system, "category": args.category, "active_days": args.active_days,
                      "entries": entries}, text)
     return 0

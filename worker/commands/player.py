@@ -8,9 +8,21 @@ from typing import Any
 
 import orjson
 
-from worker.commands.operator import add_common, cell, command, connect, emit, table
+from worker.commands import chart
+from worker.commands.operator import (
+    UsageError,
+    add_common,
+    cell,
+    command,
+    connect,
+    emit,
+    table,
+    terminal_width,
+)
 from worker.ratings.reasons import explain
 from worker.store.queries import QUERIES
+
+CHART_WIDTH = 80  # the charts' width when the output is not a terminal
 
 
 def _json_value(v: Any) -> Any:
@@ -23,6 +35,8 @@ async def player(args: argparse.Namespace) -> int:
     try:
         account = await conn.fetchrow(QUERIES["player_account"], args.player_id)
         ratings = await conn.fetch(QUERIES["player_ratings"], args.player_id)
+        series = [] if args.json and not args.plot else chart.series_from_rows(
+            await conn.fetch(QUERIES["player_series"], args.player_id, args.system, args.category))
         history, unrated = [], []
         if args.history:
             history = await conn.fetch(QUERIES["player_history"], args.player_id, args.history, args.system,
@@ -47,21 +61,38 @@ async def player(args: argparse.Namespace) -> int:
     if args.history:
         obj["history"] = changes
     lines = [f"player {args.player_id}" + (f"  (closed: {closed['reason']} at {cell(closed['at'])})" if closed else "")]
+    width = terminal_width()
     lines.append(table(
         ["system", "category", "rating", "rd", "games", "floor", "peak", "version", "last played"],
         [[r["system"], r["category"], _shown(r), r["rd"], r["games"], r["floor"], r["peak"], r["version"],
-          r["last_played_at"]] for r in rows]))
+          r["last_played_at"]] for r in rows], width))
+    for s in series:
+        lines += [""] + chart.render(s, width or CHART_WIDTH)
+    if args.plot:
+        _plot(args.player_id, series, args.plot)
+        print(f"rating-worker player: wrote {args.plot} ({len(series)} rating(s))", file=sys.stderr)
     if args.history:
-        lines += ["", f"latest {len(changes)} messages, newest first (unchanged: a message that changed none of his "
+        lines += ["", f"latest {len(changes)} messages, newest first", "(unchanged: a message that changed none of his "
                   "ratings, and why)"]
         lines.append(table(
-            ["at", "system", "category", "version", "rating", "delta", "cause", "ref"],
-            [[c["changed_at"], c["system"], c["category"], c["version"], c["rating"], _signed(c["delta"]),
+            ["at", "rating", "after", "change", "cause", "ref"],
+            [[c["changed_at"], f"{c['system']} {c['category']} #{c['version']}", c["rating"], _signed(c["delta"]),
               c["cause_type"], c["cause_ref"] or c["cause_id"]] if "unchanged" not in c else
-             [c["changed_at"], c["system"], "-", "-", "unchanged", c["unchanged"], c["cause_type"],
-              c["cause_ref"] or c["cause_id"]] for c in changes]))
+             [c["changed_at"], c["system"], "unchanged", c["unchanged"], c["cause_type"],
+              c["cause_ref"] or c["cause_id"]] for c in changes], width))
     emit(args.json, obj, "\n".join(lines))
     return 0
+
+
+def _plot(player_id: str, series: list[chart.Series], path: str) -> None:
+    from worker.commands import plot
+
+    if not series:
+        raise UsageError(f"--plot: {player_id!r} has no rating changes to draw")
+    try:
+        plot.write(plot.figure(player_id, series), path)
+    except plot.PlotUnavailable as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _newest(history: list, unrated: list, n: int) -> list[dict]:
@@ -93,10 +124,15 @@ def add_parser(sub) -> None:
         "rating below the list), RD, games, floor, peak and version; --history N adds the N latest messages "
         "that concerned him: each change with its cause, and each valid message that changed none of his "
         "ratings with why (a casual game, fewer than 10 votes, ...; `rating-worker message SOURCE ID` tells "
-        "more). Example: rating-worker player anna --history 10"))
+        "more). Below the table, each rating's history as a line of the terminal's width, from the floor (or "
+        "the lowest rating) to the peak, the peak marked; --plot FILE.png draws it as a picture, with the RD "
+        "band. Example: rating-worker player anna --history 10 --plot anna.png"))
     p.add_argument("player_id")
     p.add_argument("--history", type=int, default=0, metavar="N", help="also show the N latest changes and unchanged messages")
     p.add_argument("--system", help="only this system (csr, tsr, fide, uscf, chesskite)")
     p.add_argument("--category", help="only this category (blitz, standard, ...)")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw the ratings over time, with their RD band, to FILE (.png, .svg or .pdf; needs "
+                        "the [plot] extra: pip install 'rating-worker[plot]')")
     add_common(p)
     p.set_defaults(func=command(player))

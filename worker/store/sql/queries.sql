@@ -352,6 +352,23 @@ WHERE player_id = $1 AND ($3::text IS NULL OR system = $3) AND ($4::text IS NULL
 ORDER BY changed_at DESC, id DESC
 LIMIT $2;
 
+-- name: player_series
+-- $1 player id, $2 system or null, $3 category or null: every change of his ratings, oldest first per
+-- rating (the rating_changes_key_version index, in order): the values as published, for his charts. Rows
+-- written before migration 0003 carry them in their payload only.
+SELECT system, category, version, changed_at,
+       CASE WHEN payload IS NULL THEN after_rating
+            ELSE (convert_from(payload, 'UTF8')::jsonb -> 'data' -> 'after' ->> 'rating')::float8 END AS rating,
+       CASE WHEN payload IS NULL THEN after_rd
+            ELSE (convert_from(payload, 'UTF8')::jsonb -> 'data' -> 'after' ->> 'rd')::float8 END AS rd,
+       CASE WHEN payload IS NULL THEN floor
+            ELSE (convert_from(payload, 'UTF8')::jsonb -> 'data' ->> 'floor')::float8 END AS floor,
+       CASE WHEN payload IS NULL THEN provisional
+            ELSE (convert_from(payload, 'UTF8')::jsonb -> 'data' ->> 'provisional')::boolean END AS provisional
+FROM rating_changes
+WHERE player_id = $1 AND ($2::text IS NULL OR system = $2) AND ($3::text IS NULL OR category = $3)
+ORDER BY system, category, version;
+
 -- name: outbox_oldest
 -- The outbox's size and its oldest unpublished change (the relay publishes rows older than a few
 -- seconds; an old one here means publishing is stuck).
