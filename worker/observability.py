@@ -276,8 +276,9 @@ class RepeatLimiter(logging.Filter):
             self._templates.clear()
 
 
-def setup_logging(level: str = "INFO", json: bool = True) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def setup_logging(level: str = "INFO", json: bool = True, stream=None) -> None:
+    """The root logger's one handler: JSON (or text) lines on stderr, or on `stream` (the demo's log file)."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter() if json else TextFormatter())
     # On the handler, not on the "aiokafka" logger: a logger's filters do not see its children's records.
     handler.addFilter(RepeatLimiter())

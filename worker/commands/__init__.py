@@ -5,6 +5,8 @@
 - importer: `rating-worker import FILE` (a package: reading, checking, sending, the command)
 - fide: `rating-worker fide close-period YYYY-MM` (FIDE's monthly list, as the platform's scheduler sends it)
 - player, message, leaderboard, outbox, dlq: the operator's commands (operator: what they share)
+- what commands share beside them: progress (the long ones' bar or lines), chart and plot (a player's
+  history in the terminal and as a picture), demo_screen (the demo's live screen)
 
 worker/cli.py builds the parser from COMMANDS, in this order (the order of `rating-worker --help`).
 """

@@ -9,22 +9,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
+import logging
 import math
+import os
 import random
 import signal
-import sys
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import orjson
+from rich.console import Console
+from rich.live import Live
 
 from worker import config as config_mod
 from worker import kafka_clients
+from worker.commands.demo_screen import MOVERS_SHOWN, Entry, Mover, Snapshot, screen
 from worker.observability import setup_logging
 from worker.ratings.csr import CATEGORIES
+from worker.store.queries import QUERIES
 
+DEMO_SOURCE = "/demo/game-server"
 TIME_CONTROLS = [
     ({"base_seconds": 60, "increment_seconds": 0}, 3), ({"base_seconds": 120, "increment_seconds": 1}, 2),
     ({"base_seconds": 180, "increment_seconds": 2}, 4), ({"base_seconds": 300, "increment_seconds": 0}, 5),
@@ -67,7 +75,7 @@ class GameStream:
         game = {"game_id": f"demo-{self.count}", "rated": self.rng.random() > 0.03, "variant": "standard",
                 "time_control": tc, "white": {"player_id": white}, "black": {"player_id": black},
                 "result": result, "finished_at": at}
-        event = {"specversion": "1.0", "id": f"demo-{self.count}", "source": "/demo/game-server", "time": at,
+        event = {"specversion": "1.0", "id": f"demo-{self.count}", "source": DEMO_SOURCE, "time": at,
                  "type": "game.finished", "datacontenttype": "application/json", "data": game}
         return white, orjson.dumps(event)
 
@@ -92,41 +100,71 @@ async def _stream(producer, topic: str, stream: GameStream, rate: float, games: 
     await producer.flush()
 
 
-TOP_QUERY = """
-SELECT category, player_id, rating, rd, games FROM (
-  SELECT category, player_id, rating, rd, games,
-         row_number() OVER (PARTITION BY category ORDER BY (rd <= 110) DESC, rating DESC) AS n
-  FROM ratings WHERE system = 'csr') t
-WHERE n <= 10 ORDER BY category, n
-"""
+MOVERS_WINDOW_S = 30.0  # the provisional movers are those of the last half minute
 
 
-async def _screen(pool, counts: dict, metrics_url: str, started: float) -> str:
-    rows = await pool.fetch(TOP_QUERY)
-    stats = await pool.fetchrow(
-        "SELECT (SELECT count(*) FROM processed_messages) AS processed,"
-        " (SELECT count(*) FROM rating_changes) AS changes,"
-        " (SELECT count(*) FROM outbox) AS unpublished"
-    )
-    elapsed = max(time.monotonic() - started, 1e-9)
-    by_cat: dict[str, list] = {c: [] for c in CATEGORIES}
-    for r in rows:
-        mark = "" if r["rd"] <= 110 else "?"
-        by_cat[r["category"]].append(f"{r['player_id']} {r['rating']:6.0f}{mark:1} ±{r['rd']:3.0f} ({r['games']})")
-    lines = [
-        f"rating-worker demo: {counts['games']} games sent ({counts['games'] / elapsed:.0f}/s), "
-        f"{counts['duplicates']} duplicates, {counts['bad']} bad; {stats['processed']} messages processed, "
-        f"{stats['changes']} rating changes ({stats['unpublished']} awaiting publish); "
-        f"dead letters: {counts['dead_letters']}",
-        f"metrics: {metrics_url}    (? = provisional, RD > 110)    Ctrl-C stops everything",
-        "",
-    ]
-    for cat in CATEGORIES:
-        entries = by_cat[cat] or ["(no games yet)"]
-        lines.append(f"{cat.upper():15} " + " | ".join(entries[:5]))
-        if len(entries) > 5:
-            lines.append(" " * 16 + " | ".join(entries[5:10]))
-    return "\n".join(lines)
+class DeadLetterWatch(logging.Handler):
+    """The last dead letter's class and reason, read off the worker's own log line for it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields = getattr(record, "fields", None) or {}
+        if "dead-lettered" in record.getMessage() and "error_class" in fields:
+            self.last = f"{fields['error_class']}: {fields.get('reason') or fields.get('error', '')}"
+
+
+def _total(metric) -> float:
+    return sum(s.value for m in metric.collect() for s in m.samples if not s.name.endswith("_created"))
+
+
+class Watch:
+    """Gathers what the screen shows: the demo's counts, the worker's metrics, and PostgreSQL."""
+
+    def __init__(self, pool, metrics, counts: dict, dead_letters: DeadLetterWatch, metrics_url: str,
+                 log_path: str) -> None:
+        self.pool, self.metrics, self.counts, self.dead_letters = pool, metrics, counts, dead_letters
+        self.metrics_url, self.log_path = metrics_url, log_path
+        self.started = time.monotonic()
+        self.last: tuple[float, int, float] | None = None  # (when, sent, handled) at the previous snapshot
+        self.watermarks: collections.deque[tuple[float, int]] = collections.deque()
+
+    async def snapshot(self) -> Snapshot:
+        now = time.monotonic()
+        handled = int(_total(self.metrics.messages))
+        sent = self.counts["games"] + self.counts["duplicates"] + self.counts["bad"]
+        when, sent_before, handled_before = self.last or (self.started, 0, 0)
+        span = max(now - when, 1e-9)
+        self.last = (now, sent, handled)
+        lag_samples = [s.value for m in self.metrics.consumer_lag.collect() for s in m.samples]
+        status = await self.pool.fetchrow(QUERIES["demo_status"])
+        self.watermarks.append((now, status["newest_change"]))
+        while len(self.watermarks) > 1 and self.watermarks[1][0] <= now - MOVERS_WINDOW_S:
+            self.watermarks.popleft()
+        movers = await self.pool.fetch(QUERIES["provisional_movers"], self.watermarks[0][1], MOVERS_SHOWN)
+        boards = {}
+        for category in CATEGORIES:
+            rows = await self.pool.fetch(QUERIES["leaderboard"], "csr", category, 10)
+            boards[category] = [Entry(r["player_id"], r["rating"], r["rd"]) for r in rows]
+        return Snapshot(
+            games_sent=self.counts["games"], sent_per_s=(sent - sent_before) / span,
+            duplicates=self.counts["duplicates"], bad=self.counts["bad"], handled=handled,
+            handled_per_s=(handled - handled_before) / span,
+            lag=int(sum(lag_samples)) if lag_samples else None, unpublished=status["unpublished"],
+            dead_letters=int(_total(self.metrics.dead_letters)), last_dead_letter=self.dead_letters.last,
+            metrics_url=self.metrics_url, log_path=self.log_path, boards=boards,
+            movers=[Mover(r["player_id"], r["category"], r["moved"], r["rating"], r["rd"]) for r in movers],
+            movers_window_s=min(MOVERS_WINDOW_S, now - self.watermarks[0][0]) or MOVERS_WINDOW_S)
+
+
+def plain_line(s: Snapshot) -> str:
+    """One line a refresh when the output is not a terminal (a log, a test)."""
+    lag = "-" if s.lag is None else s.lag
+    return (f"rating-worker demo: {s.games_sent} games sent, {s.duplicates} duplicates, {s.bad} bad; "
+            f"{s.handled} messages processed; consumer lag {lag}; {s.unpublished} awaiting publication; "
+            f"dead letters: {s.dead_letters}")
 
 
 async def run_demo(args) -> int:
@@ -135,10 +173,15 @@ async def run_demo(args) -> int:
     from worker.observability import Metrics
     from worker.store.migrate import migrate
 
-    setup_logging("WARNING", json=False)
-    tty = sys.stdout.isatty()
+    console = Console()  # stdout: a terminal gets the live screen, anything else plain lines
+    tty = console.is_terminal
+    log_path = args.log_file or os.path.join(tempfile.gettempdir(), f"rating-worker-demo-{os.getpid()}.log")
+    log_file = open(log_path, "a", buffering=1)  # noqa: SIM115 - closed at the end
+    setup_logging("WARNING", json=False, stream=log_file)  # never over the screen
+    dead_letters = DeadLetterWatch()
+    logging.getLogger().addHandler(dead_letters)
     say = print
-    say("starting PostgreSQL and the broker ...", flush=True)
+    say(f"starting PostgreSQL and the broker ... (the log: {log_path})", flush=True)
     postgres = dev.postgres_from_env_or_start()
     broker = dev.broker_from_env_or_start()
     stop = asyncio.Event()
@@ -165,38 +208,38 @@ async def run_demo(args) -> int:
         producer = kafka_clients.producer(cfg, linger_ms=5)  # the demo's game server
         await producer.start()
         pool = await asyncpg.create_pool(postgres.url, min_size=1, max_size=2)
-        counts = {"games": 0, "duplicates": 0, "bad": 0, "dead_letters": 0}
-        stream = GameStream(args.players, args.seed)
-        started = time.monotonic()
-        sender = asyncio.create_task(_stream(producer, cfg.kafka_input_topics[0], stream, args.rate, args.games,
-                                             counts, stop))
+        counts = {"games": 0, "duplicates": 0, "bad": 0}
+        watch = Watch(pool, metrics, counts, dead_letters, metrics_url, log_path)
+        sender = asyncio.create_task(_stream(producer, cfg.kafka_input_topics[0], GameStream(args.players, args.seed),
+                                             args.rate, args.games, counts, stop))
+        live = Live(console=console, auto_refresh=False, transient=False) if tty else None
         try:
+            if live is not None:
+                console.clear()  # the screen from the top: what start-up printed would push it off
+                live.start()
             while True:
                 done = sender.done()
-                if done and args.games:
-                    # wait for the worker to catch up with what was sent
-                    await asyncio.sleep(args.refresh)
-                counts["dead_letters"] = int(sum(
-                    s.value for m in metrics.dead_letters.collect() for s in m.samples if s.name.endswith("_total")))
-                screen = await _screen(pool, counts, metrics_url, started)
-                if tty:
-                    sys.stdout.write("\x1b[2J\x1b[H" + screen + "\n")
+                snap = await watch.snapshot()
+                if live is not None:
+                    width, height = console.size
+                    live.update(screen(snap, list(CATEGORIES), width, height - 1), refresh=True)
                 else:
-                    sys.stdout.write(screen.splitlines()[0] + "\n")
-                sys.stdout.flush()
+                    print(plain_line(snap), flush=True)
                 if stop.is_set() or (done and args.games and await _caught_up(pool, counts)):
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), args.refresh)
         finally:
+            if live is not None:
+                live.stop()
             stop.set()
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await sender
             await producer.stop()
             await pool.close()
-        if not tty:
-            sys.stdout.write(screen + "\n")
+        if not tty:  # the last screen, whole, for the log
+            Console(width=120, force_terminal=False).print(screen(snap, list(CATEGORIES), 120, 60))
         return 0
     finally:
         say("stopping ...", flush=True)
@@ -206,12 +249,13 @@ async def run_demo(args) -> int:
                 await asyncio.wait_for(worker_task, 60)
         broker.stop()
         postgres.stop()
-        say("stopped: nothing left running", flush=True)
+        logging.getLogger().removeHandler(dead_letters)
+        log_file.close()
+        say(f"stopped: nothing left running (the log: {log_path})", flush=True)
 
 
 async def _caught_up(pool, counts: dict) -> bool:
-    processed = await pool.fetchval("SELECT count(*) FROM processed_messages WHERE source = '/demo/game-server'")
-    return processed >= counts["games"]
+    return await pool.fetchval(QUERIES["demo_processed"], DEMO_SOURCE) >= counts["games"]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -221,12 +265,17 @@ def main(args: argparse.Namespace) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="everything local: PostgreSQL, broker, worker, a stream of games", description=(
         "Start an embedded PostgreSQL and Kafka-protocol broker on free loopback ports, migrate, run the worker "
-        "and stream demo games (hundreds of players, all speeds, a few duplicates and bad messages), showing "
-        "the top 10 per category as ratings change. Ctrl-C stops everything."))
+        "and stream demo games (hundreds of players, all speeds, a few duplicates and bad messages). On a "
+        "terminal, one screen fitting it, refreshed in place: the stream's and the worker's rates, the consumer "
+        "lag, the changes awaiting publication, the dead letters (the last one's reason), each CSR category's "
+        "leaderboard (established ratings only) and the biggest provisional movers; the log goes to a file "
+        "named on it. Otherwise a line per refresh. Ctrl-C stops everything."))
     p.add_argument("--players", type=int, default=300, help="players in the demo population (default 300)")
     p.add_argument("--rate", type=float, default=200.0, help="games per second (default 200)")
     p.add_argument("--games", type=int, default=0, help="stop after this many games (default: until Ctrl-C)")
     p.add_argument("--metrics-port", type=int, default=0, help="metrics port (default: a free one)")
     p.add_argument("--refresh", type=float, default=2.0, help="seconds between screen refreshes (default 2)")
     p.add_argument("--seed", type=int, default=7, help="random seed of the demo stream")
+    p.add_argument("--log-file", metavar="FILE",
+                   help="where the worker's log lines go (default: rating-worker-demo-PID.log in the temp directory)")
     p.set_defaults(func=main)

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from worker.commands import chart
+from worker.commands.chart import Series, render, series_from_rows
 from worker.commands.operator import (
     UsageError,
     add_common,
@@ -35,7 +35,7 @@ async def player(args: argparse.Namespace) -> int:
     try:
         account = await conn.fetchrow(QUERIES["player_account"], args.player_id)
         ratings = await conn.fetch(QUERIES["player_ratings"], args.player_id)
-        series = [] if args.json and not args.plot else chart.series_from_rows(
+        series = [] if args.json and not args.plot else series_from_rows(
             await conn.fetch(QUERIES["player_series"], args.player_id, args.system, args.category))
         history, unrated = [], []
         if args.history:
@@ -67,7 +67,7 @@ async def player(args: argparse.Namespace) -> int:
         [[r["system"], r["category"], _shown(r), r["rd"], r["games"], r["floor"], r["peak"], r["version"],
           r["last_played_at"]] for r in rows], width))
     for s in series:
-        lines += [""] + chart.render(s, width or CHART_WIDTH)
+        lines += [""] + render(s, width or CHART_WIDTH)
     if args.plot:
         _plot(args.player_id, series, args.plot)
         print(f"rating-worker player: wrote {args.plot} ({len(series)} rating(s))", file=sys.stderr)
@@ -84,14 +84,14 @@ async def player(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plot(player_id: str, series: list[chart.Series], path: str) -> None:
-    from worker.commands import plot
+def _plot(player_id: str, series: list[Series], path: str) -> None:
+    from worker.commands.plot import PlotUnavailable, figure, write  # matplotlib only when asked for
 
     if not series:
         raise UsageError(f"--plot: {player_id!r} has no rating changes to draw")
     try:
-        plot.write(plot.figure(player_id, series), path)
-    except plot.PlotUnavailable as exc:
+        write(figure(player_id, series), path)
+    except PlotUnavailable as exc:
         raise UsageError(str(exc)) from None
 
 

@@ -320,6 +320,27 @@ WHERE system = $1 AND category = $2 AND last_at >= $4
 ORDER BY rating DESC, player_id
 LIMIT $3;
 
+-- name: demo_status
+-- The demo's screen: changes awaiting publication, and the newest change's id (the movers' window
+-- starts at the id the newest had half a minute ago).
+SELECT (SELECT count(*) FROM outbox) AS unpublished,
+       (SELECT coalesce(max(id), 0) FROM rating_changes) AS newest_change;
+
+-- name: demo_processed
+-- $1 source: how many of its messages were processed (the demo waits for its own to be).
+SELECT count(*) FROM processed_messages WHERE source = $1;
+
+-- name: provisional_movers
+-- $1 change id, $2 how many: the CSR ratings still provisional (RD > 110, the leaderboard's rule) that
+-- moved most through the changes after that id (the primary key's range), with where they are now.
+SELECT c.player_id, c.category, sum(c.delta) AS moved, r.rating, r.rd
+FROM rating_changes AS c
+JOIN ratings AS r ON r.player_id = c.player_id AND r.system = c.system AND r.category = c.category
+WHERE c.id > $1 AND c.system = 'csr' AND r.rd > 110
+GROUP BY c.player_id, c.category, r.rating, r.rd
+ORDER BY abs(sum(c.delta)) DESC, c.player_id, c.category
+LIMIT $2;
+
 -- name: player_account
 -- $1 player id: the account row (absent for a player never seen).
 SELECT player_id, closed_reason, closed_at FROM players WHERE player_id = $1;
