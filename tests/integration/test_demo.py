@@ -19,8 +19,9 @@ from worker.ratings.csr import CATEGORIES
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "KAFKA_BOOTSTRAP_SERVERS", "COLUMNS",
-                                                                 "LINES")}
+    return {k: v for k, v in os.environ.items() if k not in (
+        "DATABASE_URL", "KAFKA_BOOTSTRAP_SERVERS", "COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE",
+        "TTY_INTERACTIVE", "NO_COLOR")}
 
 
 def _demo(*args: str) -> subprocess.Popen:

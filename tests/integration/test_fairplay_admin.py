@@ -132,12 +132,16 @@ async def test_player_command_charts_each_rating_in_the_terminals_width_and_plot
 
     conn = await pg.connect(database_url)
     try:
-        rows = await conn.fetch(QUERIES["player_series"], "a", None, None)
+        rows = await conn.fetch(QUERIES["player_series"], "a", None, None, 1000)
+        last_two = await conn.fetch(QUERIES["player_series"], "a", None, None, 2)
         stored = await conn.fetch("SELECT after_rating FROM rating_changes WHERE player_id = 'a' ORDER BY version")
     finally:
         await conn.close()
     (line,) = plot.figure("a", chart.series_from_rows(rows)).axes[0].get_lines()
     assert list(line.get_ydata()) == [r["after_rating"] for r in stored]
+    (short,) = chart.series_from_rows(last_two)  # only the latest changes read: said so
+    assert [p.rating for p in short.points] == [r["after_rating"] for r in stored][-2:]
+    assert chart.render(short, 80)[0].endswith("last 2 of 3 changes")
     nothing = cli("player", "nobody-at-all", "--plot", str(tmp_path / "n.png"), env=env)
     assert nothing.returncode == 1 and not (tmp_path / "n.png").exists()
 

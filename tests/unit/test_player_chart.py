@@ -22,7 +22,7 @@ def _series(ratings, rds=None, floor=None, system="csr", category="blitz") -> Se
 def test_a_short_history_is_one_block_a_change_from_the_floor_to_the_peak():
     s = _series([1400.0, 1450.0, 1575.0, 1700.0, 1650.0], floor=1400.0)
     head, line, marker = render(s, 80)
-    assert head == "csr blitz: 1650.0 now, peak 1700.0 (2026-11-01), floor 1400.0, 5 changes"
+    assert head == "csr blitz: 1650.0, peak 1700.0 (2026-11-01), floor 1400.0, 5 changes"
     # (rating - 1400) / 300 of the 7 steps: 0, 1.2, 4.1, 7, 5.8
     assert line.endswith(BLOCKS[0] + BLOCKS[1] + BLOCKS[4] + BLOCKS[7] + BLOCKS[6])
     assert line.split()[0] == "1400"  # the scale's bottom: the lowest rating, here on the floor
@@ -56,17 +56,25 @@ def test_without_a_floor_the_scale_starts_at_the_lowest_rating_and_says_no_floor
 
 def test_rows_become_one_series_per_rating_without_the_changes_that_left_no_rating():
     rows = [
-        {"system": "csr", "category": "blitz", "changed_at": T0, "rating": 1500.0, "rd": 300.0, "floor": None,
-         "provisional": True},
-        {"system": "fide", "category": "standard", "changed_at": T0, "rating": None, "rd": None, "floor": None,
-         "provisional": None},  # unlisted
-        {"system": "fide", "category": "standard", "changed_at": T0, "rating": 1450.0, "rd": None, "floor": None,
-         "provisional": False},
+        {"system": "csr", "category": "blitz", "changes": 40, "changed_at": T0, "rating": 1500.0, "rd": 300.0,
+         "floor": None, "provisional": True},
+        {"system": "fide", "category": "standard", "changes": 2, "changed_at": T0, "rating": None, "rd": None,
+         "floor": None, "provisional": None},  # unlisted
+        {"system": "fide", "category": "standard", "changes": 2, "changed_at": T0, "rating": 1450.0, "rd": None,
+         "floor": None, "provisional": False},
     ]
     got = series_from_rows(rows)
     assert [(s.system, s.category, [p.rating for p in s.points]) for s in got] == [
         ("csr", "blitz", [1500.0]), ("fide", "standard", [1450.0])]
-    assert got[0].points[0].provisional is True
+    assert got[0].points[0].provisional is True and got[0].changes == 40
+    assert render(got[0], 80)[0].endswith("1500.0?, peak 1500.0 (2026-11-01), last 1 of 40 changes")
+    assert render(got[1], 80)[0].endswith(", 2 changes")
+
+
+def test_a_floor_that_rose_into_the_line_is_said_with_its_value_not_as_its_bottom():
+    head, line, marker = render(_series([1200.0, 1500.0, 1800.0, 1650.0], floor=1600.0), 80)
+    assert line.split()[0] == "1200" and "floor 1600" in marker and "= floor" not in marker
+    assert render(_series([1700.0]), 80)[0].endswith(", 1 change")
 
 
 def test_the_picture_has_a_panel_per_system_a_line_per_category_and_the_rd_band(tmp_path):
@@ -89,8 +97,24 @@ def test_the_picture_has_a_panel_per_system_a_line_per_category_and_the_rd_band(
     assert min(ys) == pytest.approx(1500.0 - 2 * 350.0) and max(ys) == pytest.approx(1500.0 + 2 * 350.0)
     assert 1550.0 - 2 * 200.0 in ys and 1530.0 + 2 * 150.0 in ys  # each change's band edges
     assert not list(panels["fide"].collections)  # Elo: no RD, no band
+    rapid_line = csr_lines["rapid"]
+    assert list(rapid_line.get_ydata()) == [1500.0, 1480.0, 1480.0]  # held on to the latest change drawn
+    assert rapid_line.get_xdata()[-1] == blitz.points[-1].at
     png, svg = tmp_path / "anna.png", tmp_path / "anna.svg"
     plot.write(fig, str(png))
     plot.write(fig, str(svg))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert b"<svg" in svg.read_bytes()[:1000]
+
+
+def test_a_rating_with_a_single_change_is_a_dot_with_its_rd_bar():
+    pytest.importorskip("matplotlib")
+    from worker.commands import plot
+
+    fig = plot.figure("newcomer", [_series([1500.0], rds=[350.0])])
+    (ax,) = fig.axes
+    (line,) = ax.get_lines()[:1]
+    assert list(line.get_ydata()) == [1500.0] and line.get_marker() == "o"
+    bars = [c for c in ax.containers if c.get_label() == "blitz ±2 RD"]
+    (segments,) = [c.get_segments() for c in bars[0].lines[2]]
+    assert [y for _, y in segments[0]] == [1500.0 - 700.0, 1500.0 + 700.0]

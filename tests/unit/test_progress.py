@@ -83,13 +83,16 @@ def test_on_a_terminal_a_bar_with_rate_and_time_left_cleared_at_the_end(tmp_path
         drawn = ANSI.sub("", err.getvalue())
         assert "import in.csv" in drawn and "50%" in drawn and "40 lines read, 2 rejected" in drawn
         assert " lines/s" in drawn and "left" in drawn
-        progress.write("line 7: invalid_json: not JSON\n")  # a note goes above the bar, whole
-        assert "line 7: invalid_json: not JSON" in ANSI.sub("", err.getvalue())
+        progress.write("line 7: invalid_json: not JSON :thumbs_up: [bold]x[/bold]\n")  # a note, as written
+        _due(progress)
+        progress.tick()  # the next redraw prints it above the bar
+        assert "line 7: invalid_json: not JSON :thumbs_up: [bold]x[/bold]" in ANSI.sub("", err.getvalue())
         progress.end()
     screen = pyte.Screen(100, 5)  # what a terminal shows after it all: the note, and the bar gone
     pyte.Stream(screen).feed(err.getvalue().replace("\n", "\r\n"))
     shown = [row.rstrip() for row in screen.display]
-    assert "line 7: invalid_json: not JSON" in shown and not any("import in.csv" in row for row in shown), shown
+    assert "line 7: invalid_json: not JSON :thumbs_up: [bold]x[/bold]" in shown, shown
+    assert not any("import in.csv" in row for row in shown), shown
 
 
 def test_on_a_narrow_terminal_the_counts_give_way_not_the_bar_rate_or_time_left(monkeypatch):
@@ -105,6 +108,25 @@ def test_on_a_narrow_terminal_the_counts_give_way_not_the_bar_rate_or_time_left(
     progress.end()
     assert len(drawn) <= 80 and drawn.startswith("replay games-of-2026.jsonl 1,2"), drawn
     assert re.search(r"━+.* 37% 12,\d{3} lines/s 0:02:5\d left$", drawn), drawn
+
+
+def test_a_file_name_is_text_not_markup_and_a_closed_input_keeps_its_share(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    path = tmp_path / "ratings[old].csv"
+    path.write_bytes(b"x" * 1000)
+    err = io.StringIO()
+    progress = Progress("import ratings[old][/y].csv", describe=lambda: "9 lines read", count=lambda: 9, stream=err,
+                        terminal=True)
+    with open(path, "rb", buffering=0) as f:
+        progress.track(f)
+        f.read(1000)
+        _due(progress)
+        progress.tick()
+    _due(progress)
+    progress.tick()  # the input closed: still 100%, not back to nothing
+    progress.end()
+    drawn = ANSI.sub("", err.getvalue()).split("\r")
+    assert "import ratings[old][/y].csv 9 lines read" in drawn[-3] and "100%" in drawn[-3], drawn
 
 
 def test_quiet_shows_nothing(tmp_path):

@@ -3,7 +3,7 @@ the series both it and the picture (worker.commands.plot) are drawn from. Pure: 
 
 The sparkline's scale runs from the lowest rating to the peak (a floor far below would squeeze the line
 into its top blocks); the peak's column is marked below the line with its value, and so is the floor:
-"▁ = floor" when the rating sat on it, or its value, below the line.
+"▁ = floor" when the lowest rating is the floor, its value otherwise.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ class Series:
     system: str
     category: str
     points: tuple[Point, ...]  # oldest first; a change that left no rating (FIDE unlisted) is not a point
+    changes: int = 0  # the rating's changes in all (its version)
+    read: int = 0  # of them, the last ones read (an unlisted FIDE rating's change is read, but not a point)
 
     @property
     def peak(self) -> Point:
@@ -48,11 +50,17 @@ class Series:
 def series_from_rows(rows: Iterable) -> list[Series]:
     """The player_series query's rows (oldest first per rating) -> one Series per rating."""
     grouped: dict[tuple[str, str], list[Point]] = {}
+    changes: dict[tuple[str, str], int] = {}
+    read: dict[tuple[str, str], int] = {}
     for r in rows:
-        points = grouped.setdefault((r["system"], r["category"]), [])
+        key = (r["system"], r["category"])
+        points = grouped.setdefault(key, [])
+        changes[key] = r["changes"]
+        read[key] = read.get(key, 0) + 1
         if r["rating"] is not None:
             points.append(Point(r["changed_at"], r["rating"], r["rd"], r["floor"], bool(r["provisional"])))
-    return [Series(system, category, tuple(points)) for (system, category), points in grouped.items() if points]
+    return [Series(system, category, tuple(points), changes[system, category], read[system, category])
+            for (system, category), points in grouped.items() if points]
 
 
 def _columns(values: list[float], width: int) -> tuple[list[float], int]:
@@ -84,8 +92,11 @@ def render(series: Series, width: int) -> list[str]:
     """Three lines, none wider than `width`: what the rating is, its sparkline, and the peak and the floor."""
     now, peak, floor = series.points[-1], series.peak, series.floor
     mark = "?" if now.provisional else ""
-    head = f"{series.system} {series.category}: {now.rating:.1f}{mark} now, peak {peak.rating:.1f} ({_day(peak.at)})"
-    head += (f", floor {floor:.1f}" if floor is not None else "") + f", {len(series.points)} changes"
+    head = f"{series.system} {series.category}: {now.rating:.1f}{mark}, peak {peak.rating:.1f} ({_day(peak.at)})"
+    shown = max(series.read, len(series.points))
+    total = max(series.changes, shown)
+    head += (f", floor {floor:.1f}" if floor is not None else "")
+    head += f", last {shown:,} of {total:,} changes" if total > shown else f", {total:,} change" + "s" * (total > 1)
     values = [p.rating for p in series.points]
     low = min(values)
     low_text, high_text = f"{low:.0f}", f"{peak.rating:.0f}"
@@ -96,7 +107,10 @@ def render(series: Series, width: int) -> list[str]:
     if len(marker) > width:  # the peak near the right end: its value goes to the left of the mark
         marker = " " * max(0, margin + peak_column - len(high_text) - 1) + f"{high_text} " + PEAK_MARK
     if floor is not None:  # said under the line's start, or after the peak's mark, wherever it fits
-        legend = f"{BLOCKS[0]} = floor" if low <= floor + FLOOR_TOLERANCE else f"floor {floor:.0f} below"
+        if abs(low - floor) <= FLOOR_TOLERANCE:  # he sat on it: the line's bottom is the floor
+            legend = f"{BLOCKS[0]} = floor"
+        else:  # below the line, or (a floor that rose later) inside its range
+            legend = f"floor {floor:.0f}" + (" below" if floor < low else "")
         if len(legend) + 4 <= len(marker) - len(marker.lstrip()):
             marker = "  " + legend + marker[len(legend) + 2:]
         elif len(marker) + len(legend) + 3 <= width:

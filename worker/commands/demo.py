@@ -16,6 +16,7 @@ import math
 import os
 import random
 import signal
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -156,7 +157,7 @@ class Watch:
             dead_letters=int(_total(self.metrics.dead_letters)), last_dead_letter=self.dead_letters.last,
             metrics_url=self.metrics_url, log_path=self.log_path, boards=boards,
             movers=[Mover(r["player_id"], r["category"], r["moved"], r["rating"], r["rd"]) for r in movers],
-            movers_window_s=min(MOVERS_WINDOW_S, now - self.watermarks[0][0]) or MOVERS_WINDOW_S)
+            movers_window_s=max(1.0, min(MOVERS_WINDOW_S, now - self.watermarks[0][0])))
 
 
 def plain_line(s: Snapshot) -> str:
@@ -168,18 +169,33 @@ def plain_line(s: Snapshot) -> str:
 
 
 async def run_demo(args) -> int:
+    console = Console()
+    # The live screen on a terminal that can redraw in place; plain lines into a pipe or a file (rich's own
+    # test, is_terminal, follows FORCE_COLOR, which CI jobs set for their logs).
+    tty = sys.stdout.isatty() and console.is_interactive
+    log_path = args.log_file or os.path.join(tempfile.gettempdir(), f"rating-worker-demo-{os.getpid()}.log")
+    try:
+        log_file = open(log_path, "a", buffering=1)  # noqa: SIM115 - closed below
+    except OSError as exc:
+        print(f"rating-worker demo: cannot write the log to {log_path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    setup_logging("WARNING", json=False, stream=log_file)  # never over the screen
+    dead_letters = DeadLetterWatch()
+    logging.getLogger().addHandler(dead_letters)
+    try:
+        return await _demo(args, console, tty, log_path, dead_letters)
+    finally:
+        logging.getLogger().removeHandler(dead_letters)
+        setup_logging("WARNING", json=False)  # back to stderr before the file closes: nothing is lost
+        log_file.close()
+
+
+async def _demo(args, console: Console, tty: bool, log_path: str, dead_letters: DeadLetterWatch) -> int:
     from worker import dev
     from worker.commands.run import run_service
     from worker.observability import Metrics
     from worker.store.migrate import migrate
 
-    console = Console()  # stdout: a terminal gets the live screen, anything else plain lines
-    tty = console.is_terminal
-    log_path = args.log_file or os.path.join(tempfile.gettempdir(), f"rating-worker-demo-{os.getpid()}.log")
-    log_file = open(log_path, "a", buffering=1)  # noqa: SIM115 - closed at the end
-    setup_logging("WARNING", json=False, stream=log_file)  # never over the screen
-    dead_letters = DeadLetterWatch()
-    logging.getLogger().addHandler(dead_letters)
     say = print
     say(f"starting PostgreSQL and the broker ... (the log: {log_path})", flush=True)
     postgres = dev.postgres_from_env_or_start()
@@ -218,14 +234,15 @@ async def run_demo(args) -> int:
                 console.clear()  # the screen from the top: what start-up printed would push it off
                 live.start()
             while True:
-                done = sender.done()
+                # Caught up is checked before the snapshot, so that the last one shown is after it.
+                finished = sender.done() and args.games and await _caught_up(pool, metrics, counts)
                 snap = await watch.snapshot()
                 if live is not None:
                     width, height = console.size
                     live.update(screen(snap, list(CATEGORIES), width, height - 1), refresh=True)
                 else:
                     print(plain_line(snap), flush=True)
-                if stop.is_set() or (done and args.games and await _caught_up(pool, counts)):
+                if stop.is_set() or finished:
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), args.refresh)
@@ -249,13 +266,15 @@ async def run_demo(args) -> int:
                 await asyncio.wait_for(worker_task, 60)
         broker.stop()
         postgres.stop()
-        logging.getLogger().removeHandler(dead_letters)
-        log_file.close()
         say(f"stopped: nothing left running (the log: {log_path})", flush=True)
 
 
-async def _caught_up(pool, counts: dict) -> bool:
-    return await pool.fetchval(QUERIES["demo_processed"], DEMO_SOURCE) >= counts["games"]
+async def _caught_up(pool, metrics, counts: dict) -> bool:
+    """Every message sent was handled (its outcome counted: applied, duplicate, unrated or dead-lettered)
+    and every game's offset committed with it (processed ids are written in the batch's transaction)."""
+    sent = counts["games"] + counts["duplicates"] + counts["bad"]
+    return (_total(metrics.messages) >= sent
+            and await pool.fetchval(QUERIES["demo_processed"], DEMO_SOURCE) >= counts["games"])
 
 
 def main(args: argparse.Namespace) -> int:

@@ -9,7 +9,15 @@ import sys
 import time
 
 from worker import config as config_mod
-from worker.commands.operator import UsageError, add_common, command, emit, kafka_settings, table
+from worker.commands.operator import (
+    UsageError,
+    add_common,
+    command,
+    emit,
+    kafka_settings,
+    table,
+    terminal_width,
+)
 from worker.contract import deadletter
 
 
@@ -92,7 +100,7 @@ async def dlq(args: argparse.Namespace) -> int:
         text = f"{len(letters)} dead letter(s) in {cfg.kafka_dlq_topic}\n" + table(
             ["partition:offset", "class", "reason", "from"],
             [[f"{x.partition}:{x.offset}", x.error_class, _short(_reason(x), 70),
-              f"{x.source_topic}[{x.source_partition}]@{x.source_offset}"] for x in letters])
+              f"{x.source_topic}[{x.source_partition}]@{x.source_offset}"] for x in letters], terminal_width())
         emit(args.json, [_listed(x, args.full) for x in letters], text)
         return 0
     return await _resubmit(cfg, letters, args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 import time
 
 from worker.commands.operator import UsageError, add_common, command, connect, emit, table, terminal_width
@@ -43,10 +44,11 @@ async def leaderboard(args: argparse.Namespace) -> int:
         await conn.close()
     entries = [{"rank": rank, **dict(r)} for rank, r in zip(ranks([r["rating"] for r in rows]), rows, strict=True)]
     active = "" if args.active_days is None else f" of players active in the last {args.active_days:g} days"
-    text = f"{args.system} {args.category}: top {args.top} established ratings{active}\n" + table(
+    width = terminal_width()
+    title = f"{args.system} {args.category}: top {args.top} established ratings{active}"
+    text = (textwrap.fill(title, width) if width else title) + "\n" + table(
         ["#", "player", "rating", "rd", "games", "last played"],
-        [[e["rank"], e["player_id"], e["rating"], e["rd"], e["games"], e["last_played_at"]] for e in entries],
-        terminal_width())
+        [[e["rank"], e["player_id"], e["rating"], e["rd"], e["games"], e["last_played_at"]] for e in entries], width)
     emit(args.json, {"system": args.system, "category": args.category, "active_days": args.active_days,
                      "entries": entries}, text)
     return 0
@@ -63,6 +65,7 @@ def add_parser(sub) -> None:
     p.add_argument("category")
     p.add_argument("--top", type=int, default=10, help="how many (default 10)")
     p.add_argument("--active-days", type=float, metavar="N",
-                   help="only players who played in the last N days (by the games' own times; default: everyone)")
+                   help="only players whose last rated game is at most N days before now (by the games' own "
+                        "times; a rating imported without last_played_at counts as inactive; default: everyone)")
     add_common(p)
     p.set_defaults(func=command(leaderboard))

@@ -10,7 +10,16 @@ from typing import Any
 import orjson
 
 from worker import config as config_mod
-from worker.commands.operator import UsageError, add_common, cell, command, connect, emit, table
+from worker.commands.operator import (
+    UsageError,
+    add_common,
+    cell,
+    command,
+    connect,
+    emit,
+    table,
+    terminal_width,
+)
 from worker.contract import deadletter
 from worker.contract.binding import binary_attributes
 from worker.ratings.reasons import explain
@@ -43,7 +52,8 @@ async def message(args: argparse.Namespace) -> int:
         obj = {"source": args.source, "id": args.id, "status": "dead_lettered", "dead_letters": letters}
         text = f"{args.source} {args.id}: dead-lettered (a bad message changes nothing; its id stays unused)\n" + table(
             ["partition:offset", "class", "reason"],
-            [[f"{x['partition']}:{x['offset']}", x["error_class"], x["error_message"]] for x in letters])
+            [[f"{x['partition']}:{x['offset']}", x["error_class"], x["error_message"]] for x in letters],
+            terminal_width())
     else:
         obj = {"source": args.source, "id": args.id, "status": "never_seen", "dead_letters": []}
         text = (f"{args.source} {args.id}: never seen: not processed, and not in the dead-letter topic "
@@ -74,11 +84,12 @@ def _processed_text(obj: dict[str, Any]) -> str:
         lines += ["", f"{len(obj['changes'])} rating change(s)", table(
             ["player", "system", "category", "version", "before", "after", "delta"],
             [[c["player_id"], c["system"], c["category"], c["version"], c["before_rating"], c["rating"],
-              None if c["delta"] is None else f"{c['delta']:+.1f}"] for c in obj["changes"]])]
+              None if c["delta"] is None else f"{c['delta']:+.1f}"] for c in obj["changes"]], terminal_width())]
     if obj["unchanged"]:
         lines += ["", f"{len(obj['unchanged'])} player(s) left unchanged", table(
             ["player", "system", "why"],
-            [[x["player_id"], x["system"], f"{x['reason']}: {x['explained']}"] for x in obj["unchanged"]])]
+            [[x["player_id"], x["system"], f"{x['reason']}: {x['explained']}"] for x in obj["unchanged"]],
+            terminal_width())]
     return "\n".join(lines)
 
 

@@ -114,10 +114,16 @@ def command(coro_fn):
     """Run one command; configuration and connection problems end as one clear line."""
 
     def command(args: argparse.Namespace) -> int:
+        from asyncpg.exceptions import UndefinedColumnError, UndefinedTableError
+
         try:
             return asyncio.run(coro_fn(args))
         except UsageError as exc:
             print(f"rating-worker {args.command}: {exc}", file=sys.stderr)
+            return 2
+        except (UndefinedColumnError, UndefinedTableError) as exc:
+            print(f"rating-worker {args.command}: the database's schema is older than this rating-worker "
+                  f"({exc}): run `rating-worker migrate`", file=sys.stderr)
             return 2
         except OSError as exc:
             print(f"rating-worker {args.command}: cannot connect: {exc}", file=sys.stderr)

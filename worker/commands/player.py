@@ -23,6 +23,9 @@ from worker.ratings.reasons import explain
 from worker.store.queries import QUERIES
 
 CHART_WIDTH = 80  # the charts' width when the output is not a terminal
+CHARTED = 1_000  # changes read per rating for the terminal's chart (a line of a few hundred columns at most)
+PLOTTED = 2**31 - 1  # and for the picture: all of them
+PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
 def _json_value(v: Any) -> Any:
@@ -31,12 +34,15 @@ def _json_value(v: Any) -> Any:
 
 
 async def player(args: argparse.Namespace) -> int:
+    if args.plot and not args.plot.lower().endswith(PLOT_FORMATS):
+        raise UsageError(f"--plot {args.plot!r}: the file name ends the format: {', '.join(PLOT_FORMATS)}")
     conn = await connect(args)
     try:
         account = await conn.fetchrow(QUERIES["player_account"], args.player_id)
         ratings = await conn.fetch(QUERIES["player_ratings"], args.player_id)
-        series = [] if args.json and not args.plot else series_from_rows(
-            await conn.fetch(QUERIES["player_series"], args.player_id, args.system, args.category))
+        series = [] if args.json and not args.plot else series_from_rows(await conn.fetch(
+            QUERIES["player_series"], args.player_id, args.system, args.category,
+            PLOTTED if args.plot else CHARTED))
         history, unrated = [], []
         if args.history:
             history = await conn.fetch(QUERIES["player_history"], args.player_id, args.history, args.system,
@@ -69,7 +75,7 @@ async def player(args: argparse.Namespace) -> int:
     for s in series:
         lines += [""] + render(s, width or CHART_WIDTH)
     if args.plot:
-        _plot(args.player_id, series, args.plot)
+        _plot(args.player_id, series, args.plot)  # after the checks above: a missing player is exit 1
         print(f"rating-worker player: wrote {args.plot} ({len(series)} rating(s))", file=sys.stderr)
     if args.history:
         lines += ["", f"latest {len(changes)} messages, newest first", "(unchanged: a message that changed none of his "
@@ -93,6 +99,8 @@ def _plot(player_id: str, series: list[Series], path: str) -> None:
         write(figure(player_id, series), path)
     except PlotUnavailable as exc:
         raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"--plot: cannot write {path!r}: {exc.strerror or exc}") from None
 
 
 def _newest(history: list, unrated: list, n: int) -> list[dict]:
@@ -124,9 +132,10 @@ def add_parser(sub) -> None:
         "rating below the list), RD, games, floor, peak and version; --history N adds the N latest messages "
         "that concerned him: each change with its cause, and each valid message that changed none of his "
         "ratings with why (a casual game, fewer than 10 votes, ...; `rating-worker message SOURCE ID` tells "
-        "more). Below the table, each rating's history as a line of the terminal's width, from the floor (or "
-        "the lowest rating) to the peak, the peak marked; --plot FILE.png draws it as a picture, with the RD "
-        "band. Example: rating-worker player anna --history 10 --plot anna.png"))
+        "more). Below the table, each rating's history (its last 1,000 changes) as a line of the terminal's "
+        "width, from the lowest rating to the peak, the peak and the floor marked; --plot FILE.png draws the "
+        "whole history as a picture, with the RD band. "
+        "Example: rating-worker player anna --history 10 --plot anna.png"))
     p.add_argument("player_id")
     p.add_argument("--history", type=int, default=0, metavar="N", help="also show the N latest changes and unchanged messages")
     p.add_argument("--system", help="only this system (csr, tsr, fide, uscf, chesskite)")

@@ -11,6 +11,7 @@ draws. Only its object API is used (a Figure and the Agg canvas, no pyplot): no 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from worker.commands.chart import Series
 
@@ -30,13 +31,22 @@ def figure(player_id: str, series: Sequence[Series]):
     systems = sorted({s.system for s in series})
     fig = Figure(figsize=(10, 3.2 * max(1, len(systems))), layout="constrained")
     axes = fig.subplots(len(systems), 1, sharex=True, squeeze=False)[:, 0]
+    last = max(s.points[-1].at for s in series)
     for ax, system in zip(axes, systems, strict=True):
         for s in (s for s in series if s.system == system):
-            times = [p.at for p in s.points]
-            ratings = [p.rating for p in s.points]
-            (line,) = ax.step(times, ratings, where="post", label=s.category)
-            with_rd = [p for p in s.points if p.rd is not None]
-            if with_rd:
+            # A rating holds until the next change: the last one is drawn on to the picture's latest change,
+            # and a rating with a single change gets a dot (a step of one point draws nothing).
+            points = list(s.points)
+            if points[-1].at < last:
+                points.append(replace(points[-1], at=last))
+            times = [p.at for p in points]
+            (line,) = ax.step(times, [p.rating for p in points], where="post", label=s.category,
+                              marker="o" if len(points) == 1 else None)
+            with_rd = [p for p in points if p.rd is not None]
+            if len(with_rd) == 1:
+                ax.errorbar([with_rd[0].at], [with_rd[0].rating], yerr=[BAND_RDS * with_rd[0].rd], capsize=4,
+                            color=line.get_color(), label=f"{s.category} ±{BAND_RDS:g} RD")
+            elif with_rd:
                 ax.fill_between([p.at for p in with_rd], [p.rating - BAND_RDS * p.rd for p in with_rd],
                                 [p.rating + BAND_RDS * p.rd for p in with_rd], step="post", alpha=0.2,
                                 color=line.get_color(), label=f"{s.category} ±{BAND_RDS:g} RD", linewidth=0)

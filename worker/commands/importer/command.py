@@ -87,7 +87,7 @@ def settings(**given: str) -> config_mod.Config:
 
 async def _run(args, counts: Counts, progress: Progress, rejects, mode: str, target: str,
                kafka: config_mod.Config | None) -> None:
-    notes = sys.stderr
+    notes = progress  # a note while the bar is up goes above it, not into it
     if mode == "dry-run":
         await dry_run(args, counts, progress, rejects, notes)
     elif mode == "broker":
@@ -166,9 +166,9 @@ def main(args: argparse.Namespace) -> int:
                   "command again is safe (lines imported before are skipped)\n")
         code = 130
     finally:
+        progress.end()  # whatever ended the run: a bar left up would hide the cursor and swallow the output
         if rejects is not None:
             rejects.close()
-    progress.end()
     try:
         _summary(args, counts, progress.elapsed(), mode, sys.stdout)
         sys.stdout.flush()

@@ -374,21 +374,22 @@ ORDER BY changed_at DESC, id DESC
 LIMIT $2;
 
 -- name: player_series
--- $1 player id, $2 system or null, $3 category or null: every change of his ratings, oldest first per
--- rating (the rating_changes_key_version index, in order): the values as published, for his charts. Rows
--- written before migration 0003 carry them in their payload only.
-SELECT system, category, version, changed_at,
-       CASE WHEN payload IS NULL THEN after_rating
-            ELSE (convert_from(payload, 'UTF8')::jsonb -> 'data' -> 'after' ->> 'rating')::float8 END AS rating,
-       CASE WHEN payload IS NULL THEN after_rd
-            ELSE (convert_from(payload, 'UTF8')::jsonb -> 'data' -> 'after' ->> 'rd')::float8 END AS rd,
-       CASE WHEN payload IS NULL THEN floor
-            ELSE (convert_from(payload, 'UTF8')::jsonb -> 'data' ->> 'floor')::float8 END AS floor,
-       CASE WHEN payload IS NULL THEN provisional
-            ELSE (convert_from(payload, 'UTF8')::jsonb -> 'data' ->> 'provisional')::boolean END AS provisional
-FROM rating_changes
-WHERE player_id = $1 AND ($2::text IS NULL OR system = $2) AND ($3::text IS NULL OR category = $3)
-ORDER BY system, category, version;
+-- $1 player id, $2 system or null, $3 category or null, $4 how many of each rating's latest changes: his
+-- ratings' histories for his charts, oldest first per rating, with the rating's number of changes (its
+-- version). Each rating reads only its last $4 changes, a range of the rating_changes_key_version index,
+-- so that a player with tens of thousands of games costs what the chart shows. The values as published;
+-- rows written before migration 0003 carry them in their payload only (parsed once a row).
+SELECT r.system, r.category, r.version AS changes, c.version, c.changed_at,
+       CASE WHEN c.payload IS NULL THEN c.after_rating ELSE (d.data -> 'after' ->> 'rating')::float8 END AS rating,
+       CASE WHEN c.payload IS NULL THEN c.after_rd ELSE (d.data -> 'after' ->> 'rd')::float8 END AS rd,
+       CASE WHEN c.payload IS NULL THEN c.floor ELSE (d.data ->> 'floor')::float8 END AS floor,
+       CASE WHEN c.payload IS NULL THEN c.provisional ELSE (d.data ->> 'provisional')::boolean END AS provisional
+FROM ratings AS r
+JOIN rating_changes AS c
+  ON c.player_id = r.player_id AND c.system = r.system AND c.category = r.category AND c.version > r.version - $4
+CROSS JOIN LATERAL (SELECT convert_from(c.payload, 'UTF8')::jsonb -> 'data' AS data) AS d
+WHERE r.player_id = $1 AND ($2::text IS NULL OR r.system = $2) AND ($3::text IS NULL OR r.category = $3)
+ORDER BY r.system, r.category, c.version;
 
 -- name: outbox_oldest
 -- The outbox's size and its oldest unpublished change (the relay publishes rows older than a few
