@@ -12,7 +12,7 @@ from worker.commands.demo_screen import Entry, Mover, Snapshot, screen
 from worker.ratings.csr import CATEGORIES
 
 
-def _snapshot(log_path: str = "/tmp/rating-worker-demo-4242.log") -> Snapshot:
+def _snapshot(log_path: str = "/tmp/rating-worker-demo-4242.log", established: int = 10) -> Snapshot:
     rng = random.Random(4)
     return Snapshot(
         games_sent=123_456, sent_per_s=200.0, duplicates=1_234, bad=617, handled=125_000, handled_per_s=201.0,
@@ -20,17 +20,18 @@ def _snapshot(log_path: str = "/tmp/rating-worker-demo-4242.log") -> Snapshot:
         last_dead_letter="invalid_json: record value: invalid JSON (unexpected character: line 1 column 2 (char 1))",
         metrics_url="http://127.0.0.1:40123/metrics", log_path=log_path,
         boards={c: [Entry(f"player-{rng.randrange(300):04d}", rng.gauss(1700, 150), rng.uniform(45, 110))
-                    for _ in range(10)] for c in CATEGORIES},
+                    for _ in range(established)] for c in CATEGORIES},
         movers=[Mover(f"player-{i:04d}", "correspondence", rng.gauss(0, 200), rng.gauss(1500, 200), 250.0)
                 for i in range(8)])
 
 
 @pytest.mark.parametrize(("width", "height"), [(80, 24), (80, 30), (100, 40), (132, 43), (160, 50), (240, 70)])
 @pytest.mark.parametrize("log_path", ["/tmp/rating-worker-demo-4242.log", "/var/tmp/" + "x" * 150 + "/demo.log"])
-def test_the_screen_fits_the_terminal_with_every_section(width, height, log_path):
+@pytest.mark.parametrize("established", [0, 2, 10])
+def test_the_screen_fits_the_terminal_with_every_section(width, height, log_path, established):
     out = io.StringIO()
     Console(file=out, width=width, height=height, color_system=None).print(
-        screen(_snapshot(log_path), list(CATEGORIES), width, height))
+        screen(_snapshot(log_path, established), list(CATEGORIES), width, height))
     lines = out.getvalue().splitlines()
     assert len(lines) <= height and max(len(line) for line in lines) <= width, (len(lines), out.getvalue())
     text = out.getvalue()
@@ -40,3 +41,12 @@ def test_the_screen_fits_the_terminal_with_every_section(width, height, log_path
     for category in CATEGORIES:
         assert category.upper() in text
     assert len([line for line in lines if "->" in line]) >= 1  # at least one mover, however small the screen
+
+
+def test_room_the_leaderboards_leave_goes_to_the_movers():
+    early, late = (io.StringIO(), io.StringIO())
+    for out, established in ((early, 0), (late, 10)):
+        Console(file=out, width=80, height=24, color_system=None).print(
+            screen(_snapshot(established=established), list(CATEGORIES), 80, 24))
+    movers = [len([line for line in out.getvalue().splitlines() if "->" in line]) for out in (early, late)]
+    assert movers[0] > movers[1], movers

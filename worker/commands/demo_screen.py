@@ -139,8 +139,13 @@ def _movers(s: Snapshot, shown: int) -> Table:
 
 def screen(s: Snapshot, categories: list[str], width: int, height: int) -> Group:
     """The whole screen for a terminal of `width` x `height`."""
-    per_row, entries, movers = layout(width, height, len(categories), status_lines(s, width))
+    status = status_lines(s, width)
+    per_row, entries, movers = layout(width, height, len(categories), status)
     boards = [_board(c, s.boards.get(c, []), entries) for c in categories]
+    # Leaderboards with fewer entries than their room (early on, nobody established) leave it to the movers.
+    used = sum(1 + max(max(1, min(entries, len(s.boards.get(c, [])))) for c in categories[i:i + per_row])
+               for i in range(0, len(categories), per_row))
+    movers = max(movers, min(MOVERS_SHOWN, height - status - 4 - used))
     return Group(
         Text(f"{TITLE}   Ctrl-C stops everything", style="bold reverse", overflow="ellipsis", no_wrap=True),
         _status(s),
