@@ -64,6 +64,9 @@ BENCHMARKS = {
               _run("limit", lambda m: asyncio.run(m.main()))),
     "replay": ("rating-worker replay of 1, 5 and 10 million messages (BENCH_REPLAY_SIZES): largest RSS and "
                "messages/s, memory against the stream's length", _run("replay", lambda m: m.main())),
+    "replay-speed": ("offline CSR replay of 100,000 games among 20,000 players: games/s against the replay of "
+                     "BENCH_REPLAY_BASELINE (before issue 22) in the same run, and against the pure engine",
+                     _run("replay_speed", lambda m: m.main())),
     "lists": ("a FIDE list (rating.period_closed) on BENCH_LIST_PLAYERS (100,000) players: the sweep's time, its "
               "longest chunk and other transactions' lock waits", _run("lists", lambda m: asyncio.run(m.main()))),
     "pipeline": ("throughput and latency", _pipeline("pipeline")),

@@ -1,0 +1,88 @@
+"""`./dev bench replay-speed`: offline CSR replay's games/s against the replay of the issue's day (issue 22,
+item 2), both in the same run, and against the pure engine's cost per game.
+
+The history: BENCH_REPLAY_GAMES (100,000) rated CSR games among BENCH_REPLAY_PLAYERS (20,000) players of
+all speeds, one a minute (worker.dev.streams.games, the issue's case). The baseline is the code of
+BENCH_REPLAY_BASELINE (a06c197, the last commit before the streaming store: the replay the issue
+measured), taken out of git into a temporary directory and run from there (`python -m worker` finds the
+package in its working directory first). Each round runs both, in turns (a drift of the machine falls on
+both), as the user runs them: `python -m worker replay FILE -o OUT`, interpreter start included. Both
+outputs must be byte for byte the same. The median round is reported, with the engine's games/s measured
+in this process between the rounds (bench/engine.py's whole_game: csr.rate_game of one game, no I/O).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+from bench.common import cpu_model
+from bench.engine import whole_game
+from worker.dev.streams import games
+
+GAMES = int(os.environ.get("BENCH_REPLAY_GAMES", "100000"))
+PLAYERS = int(os.environ.get("BENCH_REPLAY_PLAYERS", "20000"))
+BASELINE = os.environ.get("BENCH_REPLAY_BASELINE", "a06c197")
+ROUNDS = int(os.environ.get("BENCH_REPLAY_ROUNDS", "3"))
+REPO = Path(__file__).resolve().parent.parent
+
+
+def checkout(commit: str, into: Path) -> Path:
+    """The worker package (and the schemas it links to) as of `commit`, in `into`."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "worker", "schemas"], check=True,
+                             capture_output=True).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="tar")
+    found = subprocess.run([sys.executable, "-c", "import worker; print(worker.__file__)"], cwd=into, check=True,
+                           capture_output=True, text=True).stdout.strip()
+    if not found.startswith(str(into)):  # the installed package would be measured twice
+        raise RuntimeError(f"the baseline imports {found}, not the checkout in {into}")
+    return into
+
+
+def replay(code: Path, source: Path, out: Path) -> float:
+    """Seconds of one `python -m worker replay` run from `code`."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "worker", "replay", str(source), "-o", str(out)], cwd=code,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"replay from {code} failed: {done.stderr[-2000:]}")
+    return seconds
+
+
+def main() -> None:
+    print(f"bench replay-speed: {GAMES:,} CSR games among {PLAYERS:,} players, {ROUNDS} rounds, baseline "
+          f"{BASELINE}; CPU {cpu_model()} ({os.cpu_count()} cores)", flush=True)
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="bench-replay-speed-") as tmp:
+        tmp_path = Path(tmp)
+        source = tmp_path / "games.jsonl"
+        source.write_bytes(b"".join(line + b"\n" for line in games(GAMES, PLAYERS)))
+        base = checkout(BASELINE, tmp_path / "baseline")
+        for n in range(1, ROUNDS + 1):
+            then = replay(base, source, tmp_path / "then.jsonl")
+            engine = whole_game(200_000)
+            now = replay(REPO, source, tmp_path / "now.jsonl")
+            same = (tmp_path / "then.jsonl").read_bytes() == (tmp_path / "now.jsonl").read_bytes()
+            if not same:
+                raise RuntimeError("the replay's output differs from the baseline's")
+            rounds.append((GAMES / now, GAMES / then, engine))
+            print(f"  round {n}: now {GAMES / now:,.0f} games/s, baseline {GAMES / then:,.0f} "
+                  f"({then / now:.2f}x), engine {engine:,.0f} games/s; outputs byte-identical", flush=True)
+    now, then, engine = (statistics.median(r[i] for r in rounds) for i in range(3))
+    ratio = statistics.median(r[0] / r[1] for r in rounds)
+    print(f"replay: {now:,.0f} games/s, {ratio:.2f}x the baseline's {then:,.0f} (median of {ROUNDS} rounds); "
+          f"{now / engine:.2f} of the pure engine's {engine:,.0f} games/s ({1e6 / now:.0f} us a game against "
+          f"{1e6 / engine:.0f})")
+
+
+if __name__ == "__main__":
+    main()
