@@ -1,12 +1,12 @@
 """The `rating-worker` commands, one module each, each with its own `add_parser(sub)`.
 
 - run: the worker (the store, the pipeline, the health server, the signals, the watchdog)
-- migrate, replay, docs, demo
+- migrate, replay, evaluate (how well the ratings predicted a history), docs, demo
 - importer: `rating-worker import FILE` (a package: reading, checking, sending, the command)
 - fide: `rating-worker fide close-period YYYY-MM` (FIDE's monthly list, as the platform's scheduler sends it)
 - player, message, leaderboard, outbox, dlq: the operator's commands (operator: what they share)
 - what commands share beside them: progress (the long ones' bar or lines), chart and plot (a player's
-  history in the terminal and as a picture), demo_screen (the demo's live screen)
+  history in the terminal and as a picture), evaluation (the scores of predictions), demo_screen (the demo's live screen)
 
 worker/cli.py builds the parser from COMMANDS, in this order (the order of `rating-worker --help`).
 """
@@ -15,6 +15,7 @@ from worker.commands import (
     demo,
     dlq,
     docs,
+    evaluate,
     fide,
     importer,
     leaderboard,
@@ -26,4 +27,4 @@ from worker.commands import (
     run,
 )
 
-COMMANDS = (run, migrate, replay, docs, demo, importer, fide, player, message, leaderboard, outbox, dlq)
+COMMANDS = (run, migrate, replay, evaluate, docs, demo, importer, fide, player, message, leaderboard, outbox, dlq)

@@ -1,4 +1,5 @@
-"""`rating-worker player ID --plot FILE.png`: a picture of a player's ratings over time.
+"""Pictures: a player's ratings over time (`rating-worker player ID --plot FILE.png`), and how well ratings
+predicted results (`rating-worker evaluate --plot`).
 
 One panel per rating system (their scales differ: a CSR 1500 is no FIDE 1500), one line per category,
 each with its RD band (rating +/- 2 RD, the 95% interval Glicko's papers use) where the system has an
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from worker.commands.chart import Series
+from worker.commands.evaluation import Scores
 
 BAND_RDS = 2.0  # the band is rating +/- 2 RD
 
@@ -56,6 +58,35 @@ def figure(player_id: str, series: Sequence[Series]):
         ax.legend(loc="best", fontsize="small")
     axes[-1].set_xlabel("time of the change (the message's own time)")
     fig.suptitle(f"{player_id}: ratings over time")
+    return fig
+
+
+def calibration_figure(results: Sequence[Scores]):
+    """`rating-worker evaluate --plot`: per system, the mean observed score against the mean expected, a
+    point per tenth of the expected score (its size: its games), a line per category; on the diagonal
+    the ratings predict exactly."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotUnavailable("--plot needs matplotlib: pip install 'rating-worker[plot]'") from None
+    systems = sorted({s.system for s in results})
+    fig = Figure(figsize=(6.5 * len(systems), 6), layout="constrained")
+    axes = fig.subplots(1, len(systems), squeeze=False)[0]
+    for ax, system in zip(axes, systems, strict=True):
+        ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect")
+        for s in (s for s in results if s.system == system):
+            expected = [e for e, _, _ in s.calibration]
+            observed = [o for _, o, _ in s.calibration]
+            (line,) = ax.plot(expected, observed, marker=None, label=f"{s.category} ({s.n:,}, log-loss {s.log_loss:.3f})")
+            ax.scatter(expected, observed, s=[max(6.0, 300.0 * n / s.n) for _, _, n in s.calibration],
+                       color=line.get_color())
+        ax.set_title(f"{system}: observed against expected score")
+        ax.set_xlabel("expected score before the game (mean of a tenth)")
+        ax.set_ylabel("observed score")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper left", fontsize="small")
     return fig
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from worker.ratings import glicko2
 from worker.ratings.inputs import GameFinished, TimeControl
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
-from worker.ratings.system import Imports, RatingSystem
+from worker.ratings.system import Imports, Prediction, RatingSystem
 
 NAME = "csr"
 # Speed order (RULES.md "Start in a new category"): distance in this list decides the weights.
@@ -206,6 +206,24 @@ def rate_game(
     )
 
 
+def predict(
+    game: GameFinished, states: Mapping[StateKey, RatingState], params: CsrParams = PARAMS
+) -> tuple[Prediction, ...]:
+    """White's expected score before the game, from the ratings it is rated from (RDs grown for the days
+    since each played, White's +35). Between two uncertain ratings the expected outcome weighs the
+    difference by g(sqrt(RD_w^2 + RD_b^2)) (Glickman, "The Glicko system", the expected outcome of a game
+    between two rated players), here on the Glicko-2 scale that rates the game."""
+    if unrated_reason(game, {}) is not None:
+        return ()
+    cat = category(game.time_control)
+    white = current_state(game.white_id, cat, states, params)
+    black = current_state(game.black_id, cat, states, params)
+    at = game.finished_at
+    rd = math.hypot(own_rd(white, at, params), own_rd(black, at, params))
+    expected = glicko2.expected_score(white.rating, black.rating, rd, params.white_advantage)
+    return (Prediction(cat, expected, SCORES[game.result][0]),)
+
+
 def imported_state(imp, version: int, params: CsrParams = PARAMS) -> RatingState:
     """A rating.imported's state: RD and volatility default to the start values."""
     rd = params.start_rd if imp.rd is None else imp.rd
@@ -230,5 +248,5 @@ def import_flags(state: RatingState) -> tuple[bool, float | None]:
 
 SYSTEM = RatingSystem(
     NAME, ("game.finished",), players, state_keys, rate_game, title="CSR", categories=CATEGORIES, more_keys=more_keys,
-    imports=Imports(imported_state, import_start, import_flags, import_more_keys),
+    imports=Imports(imported_state, import_start, import_flags, import_more_keys), predict=predict,
 )

@@ -27,6 +27,8 @@ The engine (worker.engine) drives every system through these functions and nothi
   not as one message of a batch; `rate_state` says what it changes in one state (nothing, mostly).
 - `inactive` is what a system's records say of a state's activity (FIDE: marked inactive at a list),
   None for a system that has no such mark (the record then has no `inactive` field).
+- `predict` says what the ratings expected of a message before it was rated (`rating-worker evaluate`
+  scores the ratings by it): one `Prediction` per side it forecasts, none for a message it does not rate.
 """
 
 from __future__ import annotations
@@ -39,7 +41,15 @@ from typing import Any, NamedTuple
 from worker.ratings.inputs import GameSide, RatingImported
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 
-__all__ = ["HistoryQuery", "Imports", "RatingSystem", "RatingsQuery", "Sweep"]
+__all__ = ["HistoryQuery", "Imports", "Prediction", "RatingSystem", "RatingsQuery", "Sweep"]
+
+
+class Prediction(NamedTuple):
+    """What the ratings expected of one side of a message before it was rated, and what happened."""
+
+    category: str
+    expected: float  # the side's expected score, 0 to 1 (CSR: White's)
+    observed: float  # his score: 1, 1/2 or 0
 
 
 class HistoryQuery(NamedTuple):
@@ -127,3 +137,4 @@ class RatingSystem:
     starts_unrated: bool = False
     sweep: Sweep | None = None
     inactive: Callable[[RatingState], bool | None] = lambda state: None
+    predict: Callable[[Any, Mapping[StateKey, RatingState]], tuple[Prediction, ...]] = lambda payload, states: ()

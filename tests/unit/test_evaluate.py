@@ -1,0 +1,114 @@
+"""`rating-worker evaluate`: the scores of predictions (worker.commands.evaluation), CSR's prediction, and
+the evaluation of a generated history whose true strengths are known (and of one where they say nothing)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from worker.commands.demo import GameStream
+from worker.commands.evaluate import evaluate
+from worker.commands.evaluation import COIN_LOG_LOSS, Tally, scores
+from worker.ratings import csr
+from worker.ratings.inputs import GameFinished, TimeControl
+from worker.ratings.state import RatingState, StateKey
+from worker.store.stream import StreamStore
+
+
+def test_the_scores_of_a_few_predictions_by_hand():
+    t = Tally()
+    t.add(0.8, 1.0)  # the favourite won
+    t.add(0.3, 0.5)  # a draw: half a win, half a loss
+    t.add(0.6, 0.0)  # the favourite lost
+    s = scores("csr", "blitz", t)
+    assert s.n == 3
+    assert s.log_loss == pytest.approx((-math.log(0.8) - 0.5 * math.log(0.3) - 0.5 * math.log(0.7)
+                                        - math.log(0.4)) / 3)
+    assert s.brier == pytest.approx((0.04 + 0.04 + 0.36) / 3)
+    assert s.favourite_accuracy == 0.5  # the draw has no winner
+    assert (s.mean_expected, s.mean_observed) == (pytest.approx(1.7 / 3), pytest.approx(0.5))
+    assert s.calibration == ((0.3, 0.5, 1), (0.6, 0.0, 1), (0.8, 1.0, 1))
+    coin = Tally()
+    coin.add(0.5, 1.0)
+    assert scores("csr", "blitz", coin).log_loss == pytest.approx(COIN_LOG_LOSS)
+
+
+def test_csr_predicts_whites_score_from_the_ratings_the_game_is_rated_from():
+    game = GameFinished("g", True, "standard", TimeControl(300, 0), "w", "b", "1/2-1/2", 86400.0)
+    even = {StateKey("w", "csr", "blitz"): RatingState(1700.0, 60.0, 0.06, 30, 1700.0, 86400.0, 30),
+            StateKey("b", "csr", "blitz"): RatingState(1700.0, 60.0, 0.06, 30, 1700.0, 86400.0, 30)}
+    ((category, expected, observed),) = csr.predict(game, even)
+    assert category == "blitz" and observed == 0.5 and 0.5 < expected < 0.6  # White's +35 alone
+    stronger = dict(even)
+    stronger[StateKey("w", "csr", "blitz")] = RatingState(2000.0, 60.0, 0.06, 30, 2000.0, 86400.0, 30)
+    assert csr.predict(game, stronger)[0].expected > 0.8
+    unsure = {k: v._replace(rd=350.0) for k, v in stronger.items()}
+    assert 0.5 < csr.predict(game, unsure)[0].expected < csr.predict(game, stronger)[0].expected  # RD shrinks it
+    assert csr.predict(dataclasses.replace(game, rated=False), even) == ()  # a casual game is not rated, nor predicted
+
+
+def _history(n: int, seed: int, coin: bool = False) -> list[bytes]:
+    """n games among 200 players of known strengths (Elo odds, White +35); with `coin`, every result is a
+    coin's, whatever the strengths."""
+    stream = GameStream(200, seed)
+    lines = []
+    for _ in range(n):
+        line = orjson.loads(stream.next_game()[1])
+        if coin:
+            line["data"]["result"] = stream.rng.choice(["1-0", "0-1"])
+        lines.append(orjson.dumps(line))
+    return lines
+
+
+def _evaluated(lines: list[bytes]):
+    return {s.category: s for s in asyncio.run(evaluate(lines, StreamStore()))}
+
+
+def test_on_a_history_of_known_strengths_the_ratings_predict_and_are_calibrated():
+    got = _evaluated(_history(12_000, seed=5))
+    blitz = got["blitz"]
+    assert blitz.n > 4_000
+    for s in got.values():
+        assert s.log_loss < COIN_LOG_LOSS - 0.1 and s.brier < 0.2 and s.favourite_accuracy > 0.65, s
+    assert abs(blitz.mean_observed - blitz.mean_expected) < 0.02  # the strengths' +35 is the ratings' +35
+    low, high = blitz.calibration[0], blitz.calibration[-1]
+    assert low[1] < 0.15 and high[1] > 0.85  # the underdogs the ratings saw lost, the favourites won
+    assert all(abs(e - o) < 0.06 for e, o, n in blitz.calibration if n >= 200), blitz.calibration
+
+
+def test_when_results_say_nothing_of_the_ratings_the_evaluation_says_so():
+    got = _evaluated(_history(6_000, seed=5, coin=True))
+    for s in got.values():
+        assert s.log_loss > COIN_LOG_LOSS and 0.4 < s.favourite_accuracy < 0.6, s  # no better than a coin
+
+
+def test_the_command_prints_json_and_draws_the_calibration(tmp_path):
+    pytest.importorskip("matplotlib")
+    from worker.commands.plot import calibration_figure
+
+    source, picture = tmp_path / "history.jsonl", tmp_path / "calibration.png"
+    source.write_bytes(b"".join(line + b"\n" for line in _history(3_000, seed=9)))
+    run = subprocess.run([sys.executable, "-m", "worker", "evaluate", str(source), "--json", "--plot", str(picture)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    listed = orjson.loads(run.stdout)
+    assert {s["category"] for s in listed} == set(csr.CATEGORIES) and sum(s["n"] for s in listed) > 2_500
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    expected = _evaluated([line for line in source.read_bytes().splitlines() if line])
+    assert [round(s["log_loss"], 12) for s in listed] == [round(expected[s["category"]].log_loss, 12)
+                                                          for s in listed]
+    fig = calibration_figure(list(expected.values()))  # the picture's data: each category's calibration
+    lines = {line.get_label().split(" (")[0]: line for line in fig.axes[0].get_lines()}
+    blitz = expected["blitz"]
+    assert list(lines["blitz"].get_ydata()) == [o for _, o, _ in blitz.calibration]
+    assert "perfect" in lines
+    text = subprocess.run([sys.executable, "-m", "worker", "evaluate", str(source), "-q"], capture_output=True,
+                          text=True, timeout=120, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    assert text.returncode == 0, text.stderr
+    assert max(len(line) for line in text.stdout.splitlines()) <= 80 and "log-loss" in text.stdout
