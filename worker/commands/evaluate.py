@@ -18,13 +18,12 @@ from dataclasses import asdict
 
 from worker.commands.evaluation import BUCKETS, COIN_LOG_LOSS, Scores, Tally, scores
 from worker.commands.operator import emit, table, terminal_width
+from worker.commands.plot import unknown_format
 from worker.commands.progress import Progress
 from worker.commands.replay import decoded_lines, dedupe_window, fair_play_closures
 from worker.engine import apply_messages
 from worker.ratings.registry import system_for
 from worker.store.stream import DEFAULT_DEDUPE_WINDOW_S, StreamStore
-
-PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
 async def evaluate(lines: Iterable[bytes], store: StreamStore, errors=sys.stderr,
@@ -85,9 +84,8 @@ def report(results: list[Scores], width: int | None) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.plot and not args.plot.lower().endswith(PLOT_FORMATS):
-        print(f"rating-worker evaluate: --plot {args.plot!r}: the file name ends the format: "
-              f"{', '.join(PLOT_FORMATS)}", file=sys.stderr)
+    if args.plot and (why := unknown_format(args.plot)):
+        print(f"rating-worker evaluate: --plot {why}", file=sys.stderr)
         return 2
     try:
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115

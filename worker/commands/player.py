@@ -19,13 +19,13 @@ from worker.commands.operator import (
     table,
     terminal_width,
 )
+from worker.commands.plot import unknown_format
 from worker.ratings.reasons import explain
 from worker.store.queries import QUERIES
 
 CHART_WIDTH = 80  # the charts' width when the output is not a terminal
 CHARTED = 1_000  # changes read per rating for the terminal's chart (a line of a few hundred columns at most)
 PLOTTED = 2**31 - 1  # and for the picture: all of them
-PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
 def _json_value(v: Any) -> Any:
@@ -34,8 +34,8 @@ def _json_value(v: Any) -> Any:
 
 
 async def player(args: argparse.Namespace) -> int:
-    if args.plot and not args.plot.lower().endswith(PLOT_FORMATS):
-        raise UsageError(f"--plot {args.plot!r}: the file name ends the format: {', '.join(PLOT_FORMATS)}")
+    if args.plot and (why := unknown_format(args.plot)):
+        raise UsageError(f"--plot {why}")
     conn = await connect(args)
     try:
         account = await conn.fetchrow(QUERIES["player_account"], args.player_id)

@@ -18,6 +18,14 @@ from worker.commands.chart import Series
 from worker.commands.evaluation import Scores
 
 BAND_RDS = 2.0  # the band is rating +/- 2 RD
+FORMATS = (".png", ".svg", ".pdf")  # what write() can write, told by the file name
+
+
+def unknown_format(path: str) -> str | None:
+    """Why `path` cannot be written (checked before the work that draws it), or None."""
+    if path.lower().endswith(FORMATS):
+        return None
+    return f"{path!r}: the file name ends the format: {', '.join(FORMATS)}"
 
 
 class PlotUnavailable(Exception):
