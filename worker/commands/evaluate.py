@@ -1,9 +1,9 @@
 """`rating-worker evaluate FILE`: how well the ratings predicted the results of a history.
 
-It replays the history as `replay` does (the same engine, the streaming store), and before each message
-asks its system what the ratings expected (RatingSystem.predict: CSR, White's expected score); once the
-message is applied, the prediction is scored against the result (worker.commands.evaluation). One
-message per transaction, so that every prediction sees the ratings of every message before it.
+It replays the history as `replay` does (the same engine, the streaming store, the same chunks), and the
+engine says what each message's system expected of it just before rating it (RatingSystem.predict: CSR,
+White's expected score), against the ratings of every message before it; each prediction of a message
+applied is scored against the result (worker.commands.evaluation).
 """
 
 from __future__ import annotations
@@ -20,30 +20,48 @@ from worker.commands.evaluation import BUCKETS, COIN_LOG_LOSS, Scores, Tally, sc
 from worker.commands.operator import emit, table, terminal_width
 from worker.commands.plot import unknown_format
 from worker.commands.progress import Progress
-from worker.commands.replay import decoded_lines, dedupe_window, fair_play_closures
+from worker.commands.replay import counted, decoded_lines, dedupe_window, fair_play_closures, report_chunk
 from worker.engine import apply_messages
+from worker.ratings.inputs import Message
 from worker.ratings.registry import system_for
 from worker.store.stream import DEFAULT_DEDUPE_WINDOW_S, StreamStore
 
 
-async def evaluate(lines: Iterable[bytes], store: StreamStore, errors=sys.stderr,
-                   counts: dict | None = None, tick=lambda: None) -> list[Scores]:
-    """Every (system, category)'s scores over the history, in the systems' and categories' order."""
+async def evaluate(lines: Iterable[bytes], store: StreamStore, errors=sys.stderr, counts: dict | None = None,
+                   tick=lambda: None, chunk: int = 1000) -> list[Scores]:
+    """Every (system, category)'s scores over the history, in the systems' and categories' order.
+
+    Applied `chunk` messages a transaction, as `replay` applies them (the streaming store's clock and
+    windows move as they do there); the engine says what each message's system expected of it just
+    before rating it (BatchResult.predictions), and only the messages applied are scored."""
     tallies: dict[tuple[str, str], Tally] = {}
     counts = counts if counts is not None else {}
     counts.setdefault("lines", 0)
     counts.setdefault("predicted", 0)
+    pending: list[Message] = []
+    numbers: list[int] = []
+
+    async def flush() -> None:
+        result = await apply_messages(store, pending, predict=True)
+        for i, (outcome, predictions) in enumerate(zip(result.messages, result.predictions, strict=True)):
+            if predictions and outcome.status == "applied":
+                system = system_for(pending[i])
+                for p in predictions:
+                    tallies.setdefault((system.name, p.category), Tally()).add(p.expected, p.observed)
+                counts["predicted"] += 1
+        report_chunk(store, pending, numbers, result, errors)
+        pending.clear()
+        numbers.clear()
+        tick()
+
     for number, message in decoded_lines(lines, errors):
         counts["lines"] = number
-        system = system_for(message)
-        predictions = system.predict(message.payload, store.states) if system is not None else ()
-        result = await apply_messages(store, [message])
-        if predictions and result.messages[0].status == "applied":
-            for p in predictions:
-                tallies.setdefault((system.name, p.category), Tally()).add(p.expected, p.observed)
-            counts["predicted"] += 1
-        if not number & 0xFF:
-            tick()
+        pending.append(message)
+        numbers.append(number)
+        if len(pending) >= chunk:
+            await flush()
+    if pending:
+        await flush()
     return [scores(system, category, t) for (system, category), t in sorted(tallies.items())]
 
 
@@ -52,15 +70,16 @@ def _percent(x: float | None) -> str:
 
 
 def _tenth(s: Scores, i: int) -> str:
-    for expected, observed, n in s.calibration:
-        if min(BUCKETS - 1, int(expected * BUCKETS)) == i:
+    for tenth, _, observed, n in s.calibration:
+        if tenth == i:
             return f"{observed:.2f} ({n})"
     return "-"
 
 
 def report(results: list[Scores], width: int | None) -> str:
     if not results:
-        return "nothing predicted: the history has no message of a system that predicts (CSR games)"
+        return ("nothing predicted: no valid message of a system that predicts (CSR games) was applied (bad lines "
+                "are reported on stderr)")
 
     def prose(text: str) -> str:
         return textwrap.fill(text, width) if width else text
@@ -83,8 +102,22 @@ def report(results: list[Scores], width: int | None) -> str:
     return "\n".join(lines).rstrip()
 
 
+def _plot_problem(path: str) -> str | None:
+    """Why --plot could not be drawn, found before the replay (which may take hours), or None."""
+    if why := unknown_format(path):
+        return why
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "needs matplotlib: pip install 'rating-worker[plot]'"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.access(folder, os.W_OK):
+        return f"{path!r}: cannot write in {folder}"
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
-    if args.plot and (why := unknown_format(args.plot)):
+    if args.plot and (why := _plot_problem(args.plot)):
         print(f"rating-worker evaluate: --plot {why}", file=sys.stderr)
         return 2
     try:
@@ -93,31 +126,52 @@ def main(args: argparse.Namespace) -> int:
         print(f"rating-worker evaluate: cannot read {args.file!r}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     counts = {"lines": 0, "predicted": 0}
-    watched = None
-    if source.seekable():  # a file is read twice, its fair-play closures first (as replay reads it)
-        start = source.tell()
-        watched = fair_play_closures(source)
-        source.seek(start)
     name = "stdin" if args.file == "-" else os.path.basename(args.file)
-    progress = Progress(f"evaluate {name}", describe=lambda: f"{counts['lines']:,} lines, "
-                        f"{counts['predicted']:,} predicted", count=lambda: counts["lines"], quiet=args.quiet)
-    progress.track(source)
-    try:
-        results = asyncio.run(evaluate(source, StreamStore(args.dedupe_window, watched=watched), progress, counts,
-                                       progress.tick))
-    finally:
-        progress.end()
-        source.close()
-    if args.plot and results:
-        from worker.commands.plot import PlotUnavailable, calibration_figure, write
 
+    def progress(label: str) -> Progress:
+        shown = Progress(label, describe=lambda: f"{counts['lines']:,} lines, {counts['predicted']:,} predicted",
+                         count=lambda: counts["lines"], quiet=args.quiet)
+        shown.track(source)
+        return shown
+
+    try:
+        watched = None
+        if source.seekable():  # a file is read twice, its fair-play closures first (as replay reads it)
+            start = source.tell()
+            first = progress(f"evaluate {name}, closures")
+            try:
+                watched = fair_play_closures(counted(source, counts, first))
+            finally:
+                first.end()
+            source.seek(start)
+            counts["lines"] = 0
+        shown = progress(f"evaluate {name}")
         try:
-            write(calibration_figure(results), args.plot)
-        except (PlotUnavailable, OSError) as exc:
-            print(f"rating-worker evaluate: --plot: {exc}", file=sys.stderr)
-            return 2
-        print(f"rating-worker evaluate: wrote {args.plot}", file=sys.stderr)
+            results = asyncio.run(evaluate(source, StreamStore(args.dedupe_window, watched=watched), shown, counts,
+                                           shown.tick))
+        finally:
+            shown.end()
+    finally:
+        source.close()
+    # The scores first: a picture that fails must not lose them.
     emit(args.json, [asdict(s) for s in results], report(results, terminal_width()))
+    if args.plot:
+        return _draw(results, args.plot)
+    return 0
+
+
+def _draw(results: list[Scores], path: str) -> int:
+    from worker.commands.plot import PlotUnavailable, calibration_figure, write
+
+    if not results:
+        print(f"rating-worker evaluate: --plot: nothing predicted, {path} not drawn", file=sys.stderr)
+        return 0
+    try:
+        write(calibration_figure(results), path)
+    except (PlotUnavailable, OSError) as exc:
+        print(f"rating-worker evaluate: --plot: {exc}", file=sys.stderr)
+        return 2
+    print(f"rating-worker evaluate: wrote {path}", file=sys.stderr)
     return 0
 
 

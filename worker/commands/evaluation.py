@@ -19,6 +19,11 @@ EPSILON = 1e-12  # an expected score of exactly 0 or 1 would make a loss infinit
 COIN_LOG_LOSS = math.log(2.0)
 
 
+def tenth(expected: float) -> int:
+    """The tenth of the expected score it falls in (1.0 in the last)."""
+    return min(BUCKETS - 1, max(0, int(expected * BUCKETS)))
+
+
 @dataclass(slots=True)
 class Bucket:
     n: int = 0
@@ -49,7 +54,7 @@ class Tally:
         if observed != 0.5 and expected != 0.5:
             self.decisive += 1
             self.favourite_won += (expected > 0.5) == (observed == 1.0)
-        bucket = self.buckets[min(BUCKETS - 1, int(expected * BUCKETS))]
+        bucket = self.buckets[tenth(expected)]
         bucket.n += 1
         bucket.expected += expected
         bucket.observed += observed
@@ -65,12 +70,13 @@ class Scores:
     favourite_accuracy: float | None  # None: no decisive result with a favourite
     mean_expected: float
     mean_observed: float
-    calibration: tuple[tuple[float, float, int], ...]  # (mean expected, mean observed, n) of the non-empty tenths
+    # (tenth, mean expected, mean observed, n) of the non-empty tenths of the expected score: 0 for 0 to 0.1, ...
+    calibration: tuple[tuple[int, float, float, int], ...]
 
 
 def scores(system: str, category: str, t: Tally) -> Scores:
     return Scores(
         system, category, t.n, t.log_loss / t.n, t.brier / t.n,
         t.favourite_won / t.decisive if t.decisive else None, t.expected / t.n, t.observed / t.n,
-        tuple((b.expected / b.n, b.observed / b.n, b.n) for b in t.buckets if b.n),
+        tuple((i, b.expected / b.n, b.observed / b.n, b.n) for i, b in enumerate(t.buckets) if b.n),
     )

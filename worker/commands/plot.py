@@ -83,10 +83,10 @@ def calibration_figure(results: Sequence[Scores]):
     for ax, system in zip(axes, systems, strict=True):
         ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect")
         for s in (s for s in results if s.system == system):
-            expected = [e for e, _, _ in s.calibration]
-            observed = [o for _, o, _ in s.calibration]
+            expected = [e for _, e, _, _ in s.calibration]
+            observed = [o for _, _, o, _ in s.calibration]
             (line,) = ax.plot(expected, observed, marker=None, label=f"{s.category} ({s.n:,}, log-loss {s.log_loss:.3f})")
-            ax.scatter(expected, observed, s=[max(6.0, 300.0 * n / s.n) for _, _, n in s.calibration],
+            ax.scatter(expected, observed, s=[max(6.0, 300.0 * n / s.n) for *_, n in s.calibration],
                        color=line.get_color())
         ax.set_title(f"{system}: observed against expected score")
         ax.set_xlabel("expected score before the game (mean of a tenth)")

@@ -102,9 +102,7 @@ async def replay(
             for record in result.records:
                 out.write(record.payload + b"\n")
             written += len(result.records)
-            for index, error in result.failed:
-                errors.write(f"line {numbers[index]}: rating_error: {error}\n")
-            _report_short_history(store, pending, numbers, result, errors)
+            report_chunk(store, pending, numbers, result, errors)
             if after_chunk is not None:
                 after_chunk(numbers[-1], written)
             pending.clear()
@@ -121,6 +119,14 @@ async def replay(
 
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def report_chunk(store, messages: list[Message], numbers: list[int], result, errors) -> None:
+    """What a chunk's result has to say on stderr: the messages the rating code failed on, and those a
+    short history may have changed (each with its line)."""
+    for index, error in result.failed:
+        errors.write(f"line {numbers[index]}: rating_error: {error}\n")
+    _report_short_history(store, messages, numbers, result, errors)
 
 
 def _report_short_history(store, messages: list[Message], numbers: list[int], result, errors) -> None:
@@ -144,7 +150,8 @@ def _report_short_history(store, messages: list[Message], numbers: list[int], re
     short.clear()
 
 
-def _counted(lines: Iterable[bytes], counts: dict, progress: Progress) -> Iterator[bytes]:
+def counted(lines: Iterable[bytes], counts: dict, progress: Progress) -> Iterator[bytes]:
+    """The lines, counted into counts['lines'] and the progress ticked as they go (a first pass)."""
     for counts["lines"], line in enumerate(lines, start=1):  # noqa: B007 - the progress reads it
         if not counts["lines"] & 0x3FFF:
             progress.tick()
@@ -179,7 +186,7 @@ def main(args: argparse.Namespace) -> int:
             start = source.tell()
             first = progress(f"replay {name}, closures", lambda: f"{counts['lines']:,} lines")
             try:
-                watched = fair_play_closures(_counted(source, counts, first))
+                watched = fair_play_closures(counted(source, counts, first))
             finally:
                 first.end()
             source.seek(start)

@@ -30,14 +30,16 @@ class BatchHooks(Protocol):
 
 
 async def apply_batch(
-    store: StateStore, messages: Sequence[Message], hooks: BatchHooks | None = None, plan: Plan | None = None
+    store: StateStore, messages: Sequence[Message], hooks: BatchHooks | None = None, plan: Plan | None = None,
+    predict: bool = False,
 ) -> BatchResult:
     """Apply messages in order in one store transaction (every message must have a system).
 
     Lock first, then dedupe: a message being applied by another worker holds its players' locks,
     so its processed id is visible by the time ours are granted. `hooks` let the pipeline keep
     several batches in flight without reordering them (worker.pipeline.inflight); a `plan` that still
-    holds under the locks saves computing inside them.
+    holds under the locks saves computing inside them. `predict` (an evaluation, never with a plan):
+    the result says what each message's system expected of it (BatchResult.predictions).
     """
     needs = plan.needs if plan is not None else needs_of(messages)
     async with store.transaction() as tx:
@@ -64,7 +66,7 @@ async def apply_batch(
             working, asked = await load(tx, messages, needs)
             asked_for = await answers(tx, contexts(messages, needs, working))
             computed = compute(messages, needs.systems, working, done, closed, asked, set(needs.players), history,
-                               needs.queries, asked_for)
+                               needs.queries, asked_for, predict)
             await tx.stage(computed.changed, computed.result.records, computed.processed, computed.closures)
         computed.result.row_ids = await tx.write_staged()
         if hooks is not None:

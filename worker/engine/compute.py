@@ -16,7 +16,7 @@ from typing import NamedTuple
 from worker.contract.changed import ChangeRecord, change_record
 from worker.ratings.inputs import GameSide, Message
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
-from worker.ratings.system import HistoryQuery, RatingsQuery, RatingSystem
+from worker.ratings.system import HistoryQuery, Prediction, RatingsQuery, RatingSystem
 from worker.store.base import ProcessedMessage
 
 __all__ = ["BatchResult", "Computed", "MessageResult", "compute", "compute_stepwise"]
@@ -40,6 +40,9 @@ class BatchResult:
     records: list[ChangeRecord] = field(default_factory=list)
     row_ids: list[int] = field(default_factory=list)
     planned: bool = False  # computed ahead of the locks, and the plan held
+    # Asked for (`rating-worker evaluate`): per message, what its system expected of it just before it
+    # was rated, against the states of every message before it (RatingSystem.predict); () for the others.
+    predictions: list[tuple[Prediction, ...]] | None = None
 
     @property
     def outcomes(self) -> list[str]:
@@ -89,13 +92,14 @@ class _Computation:
         self, working: dict[StateKey, RatingState], done: set[tuple[str, str]], closed: Mapping[str, float],
         history: Mapping[int, list[GameSide]] | None, queries: Mapping[int, HistoryQuery] | None,
         answers: Mapping[RatingsQuery, dict[str, float]] | None, read: Set[StateKey], locked: Set[str],
+        predict: bool = False,
     ):
         self.working, self.done = working, done
         self.read, self.locked = read, locked  # the keys read for the batch, the players it locks
         self.closed = dict(closed)  # grows when a message of the batch closes an account
         self.history, self.queries = history or {}, queries or {}
         self.answers = answers or {}
-        self.result = BatchResult()
+        self.result = BatchResult(predictions=[] if predict else None)
         self.changed: dict[StateKey, RatingState] = {}
         self.processed: list[ProcessedMessage] = []
         self.repeats: dict[tuple[str, str], int] = {}  # deliveries of an already processed message
@@ -122,6 +126,10 @@ class _Computation:
         return ratings
 
     def apply(self, message: Message, system: RatingSystem, index: int) -> None:
+        predictions = self.result.predictions
+        if predictions is not None:  # before the message changes anything: what the ratings expected
+            predictions.append(() if (message.source, message.id) in self.done
+                               else system.predict(message.payload, self.working))
         results = self.result.messages
         ident = (message.source, message.id)
         if ident in self.done:
@@ -204,11 +212,12 @@ def compute(
     messages: Sequence[Message], systems: Sequence[RatingSystem], working: dict[StateKey, RatingState],
     done: set[tuple[str, str]], closed: Mapping[str, float], read: Set[StateKey], locked: Set[str],
     history: Mapping[int, list[GameSide]] | None = None, queries: Mapping[int, HistoryQuery] | None = None,
-    answers: Mapping[RatingsQuery, dict[str, float]] | None = None,
+    answers: Mapping[RatingsQuery, dict[str, float]] | None = None, predict: bool = False,
 ) -> Computed:
     """Messages in order against `working` (updated in place) and `done`; `read` and `locked` are the
-    keys read for the batch and the players it locks (see _check_changes)."""
-    c = _Computation(working, done, closed, history, queries, answers, read, locked)
+    keys read for the batch and the players it locks (see _check_changes); `predict`: the result also
+    says what each message's system expected of it (BatchResult.predictions)."""
+    c = _Computation(working, done, closed, history, queries, answers, read, locked, predict)
     for _ in c.steps(messages, systems, every=len(messages) + 1):
         pass
     return c.computed()

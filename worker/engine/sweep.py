@@ -73,15 +73,19 @@ def segments(messages: Sequence[Message]) -> list[tuple[bool, list[Message]]]:
 
 
 async def apply_messages(store: StateStore, messages: Sequence[Message], published: Published | None = None,
-                         chunk: int | None = None) -> BatchResult:
+                         chunk: int | None = None, predict: bool = False) -> BatchResult:
     """Apply messages in order: runs of ordinary messages as batches, each sweep in chunks. One result, in
-    the messages' order (a sweep's records only when `published` is not given)."""
-    result = BatchResult()
+    the messages' order (a sweep's records only when `published` is not given); with `predict`, what each
+    message's system expected of it (a sweep: nothing)."""
+    result = BatchResult(predictions=[] if predict else None)
     for sweep, run in segments(messages):
-        part = await (apply_sweep(store, run[0], published, chunk or CHUNK) if sweep else apply_batch(store, run))
+        part = await (apply_sweep(store, run[0], published, chunk or CHUNK) if sweep
+                      else apply_batch(store, run, predict=predict))
         result.messages += part.messages
         result.records += part.records
         result.row_ids += part.row_ids
+        if predict:
+            result.predictions += part.predictions if part.predictions is not None else [()] * len(part.messages)
     return result
 
 
