@@ -4,8 +4,8 @@ the evaluation of a generated history whose true strengths are known (and of one
 from __future__ import annotations
 
 import asyncio
-import io
 import dataclasses
+import io
 import math
 import subprocess
 import sys
