@@ -32,12 +32,16 @@ async def test_waits_cut_short_by_the_batch_ahead_take_nothing(broker):
     sent = 0
 
     async def bursts() -> None:
+        # at least 30 bursts, and more until enough waits were cut short: on a loaded machine the fetches
+        # can win most races, and the test must have cut waits short for its verdict to mean anything
         nonlocal sent
-        for burst in range(30):
+        burst = 0
+        while burst < 30 or (cut_short <= 10 and burst < 600):
             values = [f"{burst}-{i}".encode() for i in range(rnd.randint(1, 20))]
             await produce(broker.bootstrap_servers, topics.input, values, partition=burst % 2)
             sent += len(values)
             await asyncio.sleep(rnd.uniform(0, 0.05))
+            burst += 1
 
     taken: dict[TopicPartition, list[int]] = {tp: [] for tp in partitions}
     cut_short = 0
