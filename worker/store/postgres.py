@@ -180,23 +180,7 @@ class PostgresTx:
         if self._staged is not None:
             await conn.execute(QUERIES["clear_staging"])  # a plan's rows, staged before it failed its check
         self._staged = (states, records, processed, closures)
-        if states:
-            await conn.copy_records_to_table("staged_states", records=[
-                (k[0], k[1], k[2], v.rating, v.rd, v.volatility, v.games, v.peak, v.last_at, v.version, v.extra)
-                for k, v in states.items()
-            ])
-        if records:
-            await conn.copy_records_to_table("staged_changes", records=[
-                (i, r.event_id, k[0], k[1], k[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
-                 r.cause_id, r.cause_ref, r.changed_at, *r.before, *r.after, r.provisional, r.floor, r.games,
-                 r.time, r.inactive)
-                for i, r in enumerate(records)
-                for k in (r.key,)
-            ])  # fmt: skip
-        if processed:
-            await conn.copy_records_to_table("staged_processed", records=[
-                (m.source, m.id, m.type, m.outcome, m.reason, m.duplicates, m.ref) for m in processed
-            ])
+        await copy_staged(conn, state_rows(states), change_rows(records), processed_rows(processed))
 
     async def write_staged(self) -> list[int]:
         if self._staged is None:
@@ -207,11 +191,7 @@ class PostgresTx:
         self._check_locked(states, records, closures)
         # Checked here, not when staged: a plan's rows that are replaced (its check failed) are never written.
         _check_finite(states, records, closures)
-        rows = await self._conn.fetch(
-            QUERIES["save"],
-            [(pid, m.source, m.id, m.system, why, m.at) for m in processed for pid, why in m.left_out],
-            list(closures.items()),
-        )
+        rows = await self._conn.fetch(QUERIES["save"], unrated_rows(processed), list(closures.items()))
         if not records:
             return []
         by_event = {event_id: row_id for row_id, event_id in rows}
@@ -235,6 +215,44 @@ class PostgresTx:
                 raise ValueError(
                     f"change {r.event_id} for player {r.key[0]!r}, not locked in this transaction"
                 )
+
+
+def state_rows(states: Mapping[StateKey, RatingState]) -> list[tuple]:
+    """`staged_states` rows (queries.sql, create_staging) of these states."""
+    return [(k[0], k[1], k[2], v.rating, v.rd, v.volatility, v.games, v.peak, v.last_at, v.version, v.extra)
+            for k, v in states.items()]
+
+
+def change_rows(records: Sequence[ChangeRecord], start: int = 0) -> list[tuple]:
+    """`staged_changes` rows of these history rows, `ord` counted from `start` (their order of ids)."""
+    return [
+        (i, r.event_id, k[0], k[1], k[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
+         r.cause_id, r.cause_ref, r.changed_at, *r.before, *r.after, r.provisional, r.floor, r.games,
+         r.time, r.inactive)
+        for i, r in enumerate(records, start)
+        for k in (r.key,)
+    ]  # fmt: skip
+
+
+def processed_rows(processed: Sequence[ProcessedMessage]) -> list[tuple]:
+    """`staged_processed` rows of these processed messages."""
+    return [(m.source, m.id, m.type, m.outcome, m.reason, m.duplicates, m.ref) for m in processed]
+
+
+def unrated_rows(processed: Sequence[ProcessedMessage]) -> list[tuple]:
+    """`save`'s $1: a row per player a processed message left unchanged, with why (migration 0005)."""
+    return [(pid, m.source, m.id, m.system, why, m.at) for m in processed for pid, why in m.left_out]
+
+
+async def copy_staged(conn: asyncpg.Connection, states: list[tuple], changes: list[tuple],
+                      processed: list[tuple]) -> None:
+    """COPY rows into the session's staging tables, one round trip per table with rows."""
+    if states:
+        await conn.copy_records_to_table("staged_states", records=states)
+    if changes:
+        await conn.copy_records_to_table("staged_changes", records=changes)
+    if processed:
+        await conn.copy_records_to_table("staged_processed", records=processed)
 
 
 async def history_payloads(conn: asyncpg.Connection) -> list[bytes]:
