@@ -191,7 +191,7 @@ class PostgresTx:
         self._check_locked(states, records, closures)
         # Checked here, not when staged: a plan's rows that are replaced (its check failed) are never written.
         _check_finite(states, records, closures)
-        rows = await self._conn.fetch(QUERIES["save"], unrated_rows(processed), list(closures.items()))
+        rows = await self._conn.fetch(QUERIES["save"], unrated_rows(processed), list(closures.items()), True)
         if not records:
             return []
         by_event = {event_id: row_id for row_id, event_id in rows}

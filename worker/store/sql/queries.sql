@@ -151,12 +151,13 @@ DELETE FROM staged_processed;
 --   $1 unrated    jsonb [player_id, source, id, system, reason, message_at (epoch seconds or null)]
 --                 (migration 0005; few)
 --   $2 closures   jsonb [player_id, closed_at (epoch seconds)]          (fair play; rare)
+--   $3 publish    true: every history row gets its outbox row and (id, event_id) comes back (the
+--                 worker); false: neither (a backfill of a platform's history, which is not published)
 -- The rating.changed bytes are not stored: the columns are (migration 0003), and
 -- worker.contract.changed.encode_change rebuilds the bytes from them for the relay.
--- Every history row also gets its outbox row (same statement, same transaction): unpublished until
--- mark_published deletes it.
--- Returns (id, event_id) of the history rows; event ids are unique, the caller maps them back to
--- input order.
+-- With $3, every history row also gets its outbox row (same statement, same transaction):
+-- unpublished until mark_published deletes it, and (id, event_id) of the history rows comes back;
+-- event ids are unique, the caller maps them back to input order.
 -- The ratings upsert stays ON CONFLICT DO UPDATE. Its updates are not HOT: the leaderboard index
 -- (migration 0002) covers `rating`. Measured: an UPDATE ... FROM for the existing keys plus an INSERT
 -- for the new ones writes half the WAL records (no separate row-lock record) but is no faster (27 ms
@@ -216,9 +217,58 @@ changes AS (
 ),
 outbox AS (
     INSERT INTO outbox (change_id)
-    SELECT id FROM changes
+    SELECT id FROM changes WHERE $3::bool
 )
-SELECT id, event_id FROM changes;
+SELECT id, event_id FROM changes WHERE $3::bool;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Backfill (worker.store.bulk, worker.commands.backfill): a history loaded in large chunks, each
+-- written by the staging tables and `save` above in one transaction with the file's position
+-- ---------------------------------------------------------------------------------------------
+
+-- name: backfill_lock
+-- One backfill at a time per database: a session-level advisory lock, held by the command's own
+-- connection for the whole run (released when it ends, however it ends).
+SELECT pg_try_advisory_lock(hashtext('rating-worker backfill'));
+
+-- name: backfill_runs
+-- Every history file backfilled into this database, finished or not, in the order they were started.
+SELECT head_digest, name, digest, bytes_done, lines_done, processed, changes, published, finished_at
+FROM backfill_progress
+ORDER BY started_at, head_digest;
+
+-- name: backfill_written
+-- What the database holds that a backfill checks before it starts: the processed ids (all of them
+-- written by finished backfills, or none) and whether any player or rating exists at all.
+SELECT (SELECT count(*) FROM processed_messages) AS processed,
+       EXISTS (SELECT 1 FROM players) OR EXISTS (SELECT 1 FROM ratings) AS anything;
+
+-- name: backfill_record
+-- $1 head digest, $2 name, $3 digest, $4 bytes done, $5 lines done, $6 processed, $7 changes (rows
+-- written so far by the file), $8 published, $9 finished: where the file stands, in the transaction
+-- of the chunk that got it there.
+INSERT INTO backfill_progress AS b
+    (head_digest, name, digest, bytes_done, lines_done, processed, changes, published, finished_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $9::bool THEN now() END)
+ON CONFLICT (head_digest) DO UPDATE SET
+    digest = excluded.digest,
+    bytes_done = excluded.bytes_done,
+    lines_done = excluded.lines_done,
+    processed = excluded.processed,
+    changes = excluded.changes,
+    updated_at = now(),
+    finished_at = excluded.finished_at;
+
+-- name: backfill_states
+-- Every stored state, for a backfill that resumes (or loads a second file): the engine's memory.
+SELECT player_id, system, category, rating, rd, volatility, games, peak, last_at, version, extra
+FROM ratings;
+
+-- name: backfill_players
+-- Every player (the lock anchors a backfill writes for new ones) with his fair-play closure, if any.
+SELECT player_id, closed_reason, extract(epoch FROM closed_at)::float8 AS closed_at
+FROM players;
 
 
 -- ---------------------------------------------------------------------------------------------
