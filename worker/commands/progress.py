@@ -69,6 +69,7 @@ class Progress:
         self._notes: list[str] = []  # written while the bar is up, printed above it at the next redraw
         self._input = None
         self._last_fraction: float | None = None
+        self._from = 0.0  # the share of the input already read when it was tracked
 
     def track(self, fileobj) -> None:
         """Measure the share done by how far `fileobj` (the input) has been read, if it is a file."""
@@ -76,6 +77,8 @@ class Progress:
         if found is not None:
             self._input = fileobj
             self._position, self._total = found
+            # Read from here on (a run that resumes part way): the time left is the rate since then.
+            self._from = self.fraction() or 0.0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -98,8 +101,11 @@ class Progress:
         text = f"{self.label}: {self.describe()}, {self.count() / elapsed:,.0f} {self.unit}/s"
         done = self.fraction()
         if done is not None:
-            text += f", {done:.0%} of the input" + (f", {_duration(elapsed * (1 - done) / done)} left" if done else "")
+            text += f", {done:.0%} of the input" + (f", {self._left(elapsed, done)} left" if done > self._from else "")
         return text + f", {_duration(elapsed)} elapsed"
+
+    def _left(self, elapsed: float, done: float) -> str:
+        return _duration(elapsed * (1 - done) / (done - self._from))
 
     def tick(self) -> None:
         """Cheap enough to call every few hundred lines: it does something only when it is due."""
@@ -118,7 +124,7 @@ class Progress:
         elapsed = max(self.elapsed(), 1e-9)
         done = self.fraction()
         rate = f"{self.count() / elapsed:,.0f} {self.unit}/s"
-        left = _duration(elapsed * (1 - done) / done) + " left" if done else ""
+        left = self._left(elapsed, done) + " left" if done is not None and done > self._from else ""
         if self._bar is None:
             self._columns = [Column(no_wrap=True, overflow="ellipsis"), Column(no_wrap=True), Column(no_wrap=True)]
             self._bar = Bar(
