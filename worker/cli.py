@@ -1,4 +1,4 @@
-"""`rating-worker COMMAND`: run, migrate, replay, docs, demo, import, and the operator's commands (player,
+"""`rating-worker COMMAND`: run, migrate, replay, backfill, docs, demo, import, and the operator's commands (player,
 leaderboard, outbox, dlq). `rating-worker COMMAND --help` explains each; each lives in worker/commands/."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 from worker.commands import COMMANDS
 
 #: the commands that rate messages for a long time, and get worker.runtime's process settings
-LONG_RUNNING = frozenset({"run", "replay", "import", "demo"})
+LONG_RUNNING = frozenset({"run", "replay", "backfill", "import", "demo"})
 
 
 def build_parser() -> argparse.ArgumentParser:

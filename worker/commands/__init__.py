@@ -1,7 +1,8 @@
 """The `rating-worker` commands, one module each, each with its own `add_parser(sub)`.
 
 - run: the worker (the store, the pipeline, the health server, the signals, the watchdog)
-- migrate, replay, evaluate (how well the ratings predicted a history), docs, demo
+- migrate, replay, backfill (a history into PostgreSQL in bulk), evaluate (how well the ratings predicted a
+  history), docs, demo
 - importer: `rating-worker import FILE` (a package: reading, checking, sending, the command)
 - fide: `rating-worker fide close-period YYYY-MM` (FIDE's monthly list, as the platform's scheduler sends it)
 - player, message, leaderboard, outbox, dlq: the operator's commands (operator: what they share)
@@ -12,6 +13,7 @@ worker/cli.py builds the parser from COMMANDS, in this order (the order of `rati
 """
 
 from worker.commands import (
+    backfill,
     demo,
     dlq,
     docs,
@@ -27,4 +29,4 @@ from worker.commands import (
     run,
 )
 
-COMMANDS = (run, migrate, replay, evaluate, docs, demo, importer, fide, player, message, leaderboard, outbox, dlq)
+COMMANDS = (run, migrate, replay, backfill, evaluate, docs, demo, importer, fide, player, message, leaderboard, outbox, dlq)

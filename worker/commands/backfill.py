@@ -1,0 +1,274 @@
+"""`rating-worker backfill FILE`: a platform's history into PostgreSQL in bulk, then the worker goes live
+(issue 22, item 3; docs/operations.md, "Going live from a history").
+
+The history is rated by the worker's engine against memory (worker.store.bulk) and written a large chunk
+at a time, each chunk in one transaction with where the file stands (`backfill_progress`): a crash or
+Ctrl-C loses at most the chunk in flight, and the next run goes on after the last one committed, so nothing
+is applied twice and nothing skipped. The rows are the worker's own (the same `save` statement), so the
+worker continues from them as if it had consumed the history itself.
+
+Into a database nothing else wrote to: empty, or holding earlier backfills only (several files of one
+history, in order). A worker must not run on it until the backfill is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from worker.commands.operator import UsageError, command
+from worker.commands.progress import Progress
+from worker.commands.replay import report_chunk
+from worker.contract.decode import decode_rateable
+from worker.contract.reasons import BadMessage
+from worker.engine import apply_messages
+from worker.ratings.inputs import Message
+from worker.store.bulk import BulkStore, Position
+from worker.store.queries import QUERIES
+
+HEAD_BYTES = 1 << 20  # a file is known by the digest of its first MiB
+CHUNK = 50_000  # messages per transaction: large enough for COPY to pay, small enough to lose little
+BATCH = 1_000  # messages per engine batch, as replay's
+
+
+class BackfillError(UsageError):
+    """Why this database or file can not be backfilled (one line, exit 2)."""
+
+
+class Interrupted(Exception):
+    """The run ended before the file's end, as Ctrl-C ends it (`stop_after`: the tests' crash)."""
+
+
+@dataclass
+class Tally:
+    """What the run did, for its progress and its summary."""
+
+    lines: int = 0  # of the file, those done before this run included
+    read: int = 0  # lines read by this run
+    bad: int = 0
+    outcomes: Counter = field(default_factory=Counter)  # applied, unrated, duplicate, failed
+    changes: int = 0
+    committed: int = 0  # messages committed by this run
+
+
+class HistoryReader:
+    """The file's lines from an offset on, as (line number, message); bad ones reported and skipped. Its
+    attributes say where it stands (an offset after a whole line, the line number and the digest of every
+    byte before), up to date whenever it yields."""
+
+    def __init__(self, fileobj, errors, start: Position | None = None) -> None:
+        self.file, self.errors = fileobj, errors
+        self.digest = hashlib.sha256()
+        self.offset = self.line = 0
+        if start is not None:
+            self._check_prefix(start)
+
+    def _check_prefix(self, start: Position) -> None:
+        """Read the bytes done before, as the digest covers them: the file must be the one it was."""
+        left = start.bytes_done
+        while left:
+            block = self.file.read(min(left, 1 << 20))
+            if not block:
+                break
+            self.digest.update(block)
+            left -= len(block)
+        if left or self.digest.hexdigest() != start.digest:
+            raise BackfillError(f"{start.name}: its first {start.bytes_done:,} bytes are not those backfilled "
+                                f"before (the file was changed): restore it, or backfill into a new database")
+        self.offset, self.line = start.bytes_done, start.lines_done
+
+    def __iter__(self) -> Iterator[tuple[int, Message]]:
+        for raw in self.file:
+            self.digest.update(raw)
+            self.offset += len(raw)
+            self.line += 1
+            text = raw.strip()
+            if not text:
+                continue
+            try:
+                message, _ = decode_rateable(text)
+            except BadMessage as exc:
+                self.errors.write(f"line {self.line}: {exc.error_class}: {exc.reason}\n")
+                yield self.line, None
+                continue
+            yield self.line, message
+
+    def position(self, head: str, name: str, finished: bool = False) -> Position:
+        return Position(head, name, self.digest.hexdigest(), self.offset, self.line, finished)
+
+
+def head_digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read(HEAD_BYTES)).hexdigest()
+
+
+async def where_to_start(conn, head: str, name: str) -> Position | None:
+    """Where this file's backfill starts: None from its first line, a Position to resume from (finished:
+    nothing is left to do); a BackfillError when the database is not one to backfill into."""
+    runs = await conn.fetch(QUERIES["backfill_runs"])
+    mine = next((r for r in runs if r["head_digest"] == head), None)
+    others = [r for r in runs if r["head_digest"] != head and r["finished_at"] is None]
+    if others and others[0]["name"] == name:
+        raise BackfillError(f"{name}: not the file whose backfill began under this name (its first MiB differs: "
+                            f"was it changed?): restore it, or backfill into a new database")
+    if others:
+        raise BackfillError(f"{others[0]['name']} is backfilled only part way ({others[0]['lines_done']:,} lines): "
+                            f"finish it first (rating-worker backfill {others[0]['name']})")
+    processed, anything = await conn.fetchrow(QUERIES["backfill_written"])
+    if processed != sum(r["processed"] for r in runs) or (anything and not runs):
+        raise BackfillError("this database holds ratings that no backfill wrote (a worker ran on it?): a history "
+                            "is backfilled into an empty database, before the worker goes live")
+    if mine is None:
+        return None
+    return Position(head, mine["name"], mine["digest"], mine["bytes_done"], mine["lines_done"],
+                    mine["finished_at"] is not None, mine["processed"], mine["changes"])
+
+
+async def backfill(path: str, url: str, chunk: int = CHUNK, publish: bool = False, quiet: bool = False,
+                   errors=None, stop_after: int | None = None) -> Tally:
+    """Backfill the file at `path` into the database at `url` (see the module's docstring). `stop_after`:
+    end (as Ctrl-C would) once that many chunks are committed (the tests' crash)."""
+    import asyncpg
+
+    errors = errors if errors is not None else sys.stderr
+    name = os.path.basename(path)
+    head = head_digest(path)
+    tally = Tally()
+    guard = await asyncpg.connect(url)
+    try:
+        if not await guard.fetchval(QUERIES["backfill_lock"]):
+            raise BackfillError("another backfill is running on this database")
+        start = await where_to_start(guard, head, name)
+        if start is not None and start.finished:
+            errors.write(f"backfill {name}: already done ({start.lines_done:,} lines): nothing to do\n")
+            tally.lines = start.lines_done
+            return tally
+        store = await BulkStore.open(url, publish)
+        if start is not None:
+            store.written.update(processed=start.processed, changes=start.changes)
+        try:
+            with open(path, "rb") as f:
+                await _run(store, f, head, start or Position(head, name, "", 0, 0), start, chunk, quiet, errors,
+                           tally, stop_after)
+        finally:
+            await store.close()
+    finally:
+        await guard.close()
+    return tally
+
+
+async def _run(store: BulkStore, f, head: str, origin: Position, start: Position | None, chunk: int, quiet: bool,
+               errors, tally: Tally, stop_after: int | None) -> None:
+    shown = Progress(f"backfill {origin.name}", describe=lambda: _counts(tally), count=lambda: tally.read,
+                     stream=errors, quiet=quiet)
+    try:
+        reader = HistoryReader(f, shown, start)
+        shown.track(f)
+        first = reader.line
+        pending: list[Message] = []
+        numbers: list[int] = []
+        since_flush = flushes = 0
+
+        async def rate() -> None:
+            nonlocal since_flush
+            result = await apply_messages(store, pending)
+            report_chunk(store, pending, numbers, result, shown)
+            tally.outcomes.update(m.status for m in result.messages)
+            tally.changes += len(result.records)
+            since_flush += len(pending)
+            pending.clear()
+            numbers.clear()
+
+        for number, message in reader:
+            tally.lines, tally.read = number, number - first
+            if message is None:
+                tally.bad += 1
+                continue
+            pending.append(message)
+            numbers.append(number)
+            if len(pending) >= BATCH:
+                await rate()
+                shown.tick()
+                if since_flush >= chunk:
+                    await store.flush(reader.position(head, origin.name))
+                    tally.committed += since_flush
+                    since_flush = 0
+                    flushes += 1
+                    if stop_after is not None and flushes >= stop_after:
+                        await store.written_so_far()
+                        raise Interrupted(f"stopped after {flushes} chunks")
+        if pending:
+            await rate()
+        await store.flush(reader.position(head, origin.name, finished=True))
+        await store.written_so_far()
+        tally.committed += since_flush
+    finally:
+        shown.end()
+
+
+def _counts(t: Tally) -> str:
+    return f"{t.lines:,} lines, {t.changes:,} changes"
+
+
+def summary(name: str, t: Tally, seconds: float) -> str:
+    o = t.outcomes
+    rated = o["applied"]
+    rate = f", {t.read / seconds:,.0f} lines/s" if seconds > 0 else ""
+    return (f"backfill {name}: {t.read:,} lines in {seconds:,.1f} s{rate}: {rated:,} rated, {o['unrated']:,} "
+            f"unrated, {o['duplicate']:,} duplicates, {t.bad:,} bad lines, {o['failed']:,} failed; {t.changes:,} "
+            f"rating changes. The worker can go live: docs/operations.md, \"Going live from a history\"")
+
+
+@command
+async def main(args: argparse.Namespace) -> int:
+    from worker.commands.operator import _database_url
+
+    if args.file == "-":
+        raise UsageError("a backfill reads a file (it resumes where it stopped): not standard input")
+    if not os.path.isfile(args.file):
+        raise UsageError(f"{args.file}: no such file")
+    if args.chunk < BATCH:
+        raise UsageError(f"--chunk must be at least {BATCH:,} messages")
+    url = _database_url(args)
+    started = time.monotonic()
+    try:
+        tally = await backfill(args.file, url, args.chunk, args.publish, args.quiet)
+    except (Interrupted, KeyboardInterrupt, asyncio.CancelledError):
+        print(f"backfill {os.path.basename(args.file)}: stopped; the chunks committed are kept, and the same "
+              f"command goes on after them", file=sys.stderr)
+        return 130
+    if tally.read:
+        print(summary(os.path.basename(args.file), tally, time.monotonic() - started))
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("backfill", help="load a history into an empty PostgreSQL in bulk, then go live",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, description="""\
+Load a platform's history into PostgreSQL in bulk, then let the worker go live from it.
+
+Reads CloudEvents JSON lines from FILE (as `rating-worker replay` does: the same engine, the same
+numbers), and writes the ratings, the history, the processed ids and the unrated reasons to PostgreSQL
+in one transaction per --chunk messages, each with the position reached in the file. Bad lines are
+reported on stderr with their line number and skipped. Run it again after a crash or Ctrl-C: it checks
+that the file is the same and goes on after the last chunk committed. Several files of one history:
+one after the other, in order. Then start the worker: docs/operations.md, "Going live from a history".
+
+Example: rating-worker backfill history.jsonl --database-url postgresql://rating@db/ratings""")
+    p.add_argument("file", help="the history: CloudEvents JSON lines, oldest first")
+    p.add_argument("--database-url", help="PostgreSQL URL [env DATABASE_URL]")
+    p.add_argument("--chunk", type=int, default=CHUNK, metavar="N",
+                   help=f"messages per transaction (default {CHUNK:,}): a crash loses at most the chunk in flight")
+    p.add_argument("--publish", action="store_true",
+                   help="publish the history's rating.changed too: its changes go to the outbox, and the worker's "
+                        "relay publishes them (by default a history is not published)")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress (on stderr: a bar on a terminal, a line every 10 s otherwise)")
+    p.set_defaults(func=main)
