@@ -190,6 +190,9 @@ async def test_it_refuses_what_it_cannot_backfill_into(postgres, template_db, tm
     write(tmp_path / "one.jsonl", values)
     assert (await backfill(path, url, quiet=True)).read == 6000 - 4000
     assert (await backfill(path, url, quiet=True)).read == 0
+    write(tmp_path / "one.jsonl", values + games(6010, players=50, seed=5)[6000:])
+    with pytest.raises(BackfillError, match="backfilled to its end"):
+        await backfill(path, url, quiet=True)
     assert (await backfill(other, url, quiet=True)).outcomes["applied"] == 100
 
 

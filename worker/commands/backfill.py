@@ -147,6 +147,9 @@ async def backfill(path: str, url: str, chunk: int = CHUNK, publish: bool = Fals
             raise BackfillError("another backfill is running on this database")
         start = await where_to_start(guard, head, name)
         if start is not None and start.finished:
+            if os.path.getsize(path) != start.bytes_done:
+                raise BackfillError(f"{name}: backfilled to its end ({start.lines_done:,} lines) and changed since "
+                                    f"(another size): what follows goes in a file of its own")
             errors.write(f"backfill {name}: already done ({start.lines_done:,} lines): nothing to do\n")
             tally.lines = start.lines_done
             return tally
