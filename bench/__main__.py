@@ -67,6 +67,8 @@ BENCHMARKS = {
     "replay-speed": ("offline CSR replay of 100,000 games among 20,000 players: games/s against the replay of "
                      "BENCH_REPLAY_BASELINE (before issue 22) in the same run, and against the pure engine",
                      _run("replay_speed", lambda m: m.main())),
+    "backfill": ("rating-worker backfill of 100,000 CSR games among 20,000 players against the worker streaming "
+                 "them, in the same run (issue 22: at least 5x)", _run("backfill", lambda m: asyncio.run(m.main()))),
     "lists": ("a FIDE list (rating.period_closed) on BENCH_LIST_PLAYERS (100,000) players: the sweep's time, its "
               "longest chunk and other transactions' lock waits", _run("lists", lambda m: asyncio.run(m.main()))),
     "pipeline": ("throughput and latency", _pipeline("pipeline")),
