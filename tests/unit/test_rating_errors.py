@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import math
 
 import pytest
 
 from worker.commands.replay import replay
 from worker.dev.streams import games
 from worker.ratings import registry
+from worker.ratings.parameters import Timeline
 from worker.store.memory import MemoryStore
 
 
@@ -23,7 +25,12 @@ def make_csr_fail_on(monkeypatch, game_id: str) -> None:
             raise ZeroDivisionError("a bug")
         return adapter.rate(game, states, closed)
 
-    monkeypatch.setitem(registry.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+    _replace_csr(monkeypatch, dataclasses.replace(adapter, rate=rate))
+
+
+def _replace_csr(monkeypatch, system) -> None:
+    """Rate game.finished with `system` whatever the game's time (the registry's timeline of CSR)."""
+    monkeypatch.setitem(registry.KINDS, "game.finished", Timeline([(-math.inf, system)]))
 
 
 @pytest.fixture
@@ -48,7 +55,7 @@ def alter_csr_changes_of(monkeypatch, game_id: str, alter) -> None:
         outcome = adapter.rate(game, states, closed)
         return outcome._replace(changes=alter(outcome.changes)) if game.game_id == game_id else outcome
 
-    monkeypatch.setitem(registry.REGISTRY, "game.finished", dataclasses.replace(adapter, rate=rate))
+    _replace_csr(monkeypatch, dataclasses.replace(adapter, rate=rate))
 
 
 def _replay(n: int) -> tuple[str, MemoryStore]:

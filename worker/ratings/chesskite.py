@@ -11,9 +11,11 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from worker.ratings import elo
 from worker.ratings.inputs import PuzzleAttempted
+from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import Imports, RatingSystem
 
@@ -101,8 +103,18 @@ def imported_state(imp, version: int) -> RatingState:
     return RatingState(imp.rating, None, None, imp.games or 0, None, imp.last_played_at, version)
 
 
-SYSTEM = RatingSystem(
-    NAME, ("puzzle.attempted/chesskite",), players, state_keys, rate_attempt, title="ChessKite", categories=(CATEGORY,),
-    cause_time=operator.attrgetter("attempted_at"),
-    imports=Imports(imported_state, lambda imp, states: start_state()),
+def declare(chosen: ParameterSet) -> RatingSystem:
+    """ChessKite as this parameter set declares it (worker.ratings.parameters)."""
+    p = chosen.params
+    return RatingSystem(
+        NAME, ("puzzle.attempted/chesskite",), players, state_keys, partial(rate_attempt, params=p),
+        title="ChessKite", categories=(CATEGORY,), cause_time=operator.attrgetter("attempted_at"),
+        imports=Imports(imported_state, lambda imp, states: start_state(p)), parameters=chosen.name,
+    )
+
+
+#: Every set ChessKite's parameters have had, each in effect from its date on (docs/ratings.md lists them).
+PARAMETER_SETS = (
+    ParameterSet("chesskite-1", None, PARAMS, "the seed's values (RULES.md, ChessKite)."),
 )
+SYSTEM = declare(PARAMETER_SETS[-1])

@@ -57,10 +57,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 from worker.ratings import glicko1
 from worker.ratings.inputs import PuzzleAttempted
+from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import Imports, RatingSystem
 
@@ -459,12 +461,25 @@ def imported_state(imp, version: int, params: ChessTempoParams = PARAMS) -> Rati
     return RatingState(imp.rating, rd, None, imp.games or 0, None, imp.last_played_at, version)
 
 
-def import_flags(state: RatingState) -> tuple[bool, float | None]:
-    return is_provisional(state.rd), None
+def import_flags(state: RatingState, params: ChessTempoParams = PARAMS) -> tuple[bool, float | None]:
+    return is_provisional(state.rd, params), None
 
 
-SYSTEM = RatingSystem(
-    NAME, ("puzzle.attempted/chesstempo",), lock_ids, engine_state_keys, rate_attempt_in_day, title="Chess Tempo", categories=CATEGORIES,
-    cause_time=operator.attrgetter("attempted_at"), published=is_published, context=top_group_query,
-    with_context=with_established, imports=Imports(imported_state, lambda imp, states: start_state(), import_flags),
+def declare(chosen: ParameterSet) -> RatingSystem:
+    """Chess Tempo as this parameter set declares it (worker.ratings.parameters)."""
+    p = chosen.params
+    return RatingSystem(
+        NAME, ("puzzle.attempted/chesstempo",), lock_ids, engine_state_keys, partial(rate_attempt_in_day, params=p),
+        title="Chess Tempo", categories=CATEGORIES, cause_time=operator.attrgetter("attempted_at"),
+        published=is_published, context=partial(top_group_query, params=p), with_context=with_established,
+        imports=Imports(partial(imported_state, params=p), lambda imp, states: start_state(p),
+                        partial(import_flags, params=p)),
+        parameters=chosen.name,
+    )
+
+
+#: Every set Chess Tempo's parameters have had, each in effect from its date on (docs/ratings.md lists them).
+PARAMETER_SETS = (
+    ParameterSet("chesstempo-1", None, PARAMS, "the seed's values (RULES.md, Chess Tempo)."),
 )
+SYSTEM = declare(PARAMETER_SETS[-1])

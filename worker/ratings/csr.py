@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from worker.ratings import glicko2
 from worker.ratings.inputs import GameFinished, TimeControl
+from worker.ratings.parameters import ParameterSet, Timeline
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import Imports, Prediction, RatingSystem
 
@@ -242,11 +244,31 @@ def import_more_keys(imp, loaded: Mapping[StateKey, RatingState]) -> list[StateK
     return [StateKey(imp.player_id, NAME, c) for c in CATEGORIES if c != imp.category]
 
 
-def import_flags(state: RatingState) -> tuple[bool, float | None]:
-    return is_provisional(state.rd), floor_for_peak(state.peak)
+def import_flags(state: RatingState, params: CsrParams = PARAMS) -> tuple[bool, float | None]:
+    return is_provisional(state.rd, params), floor_for_peak(state.peak, params)
 
 
-SYSTEM = RatingSystem(
-    NAME, ("game.finished",), players, state_keys, rate_game, title="CSR", categories=CATEGORIES, more_keys=more_keys,
-    imports=Imports(imported_state, import_start, import_flags, import_more_keys), predict=predict,
+def declare(chosen: ParameterSet) -> RatingSystem:
+    """CSR as this parameter set declares it (worker.ratings.parameters)."""
+    p = chosen.params
+    return RatingSystem(
+        NAME, ("game.finished",), players, state_keys, partial(rate_game, params=p), title="CSR", categories=CATEGORIES,
+        more_keys=more_keys, predict=partial(predict, params=p), parameters=chosen.name,
+        imports=Imports(partial(imported_state, params=p), partial(import_start, params=p),
+                        partial(import_flags, params=p), import_more_keys),
+    )
+
+
+#: Every set CSR's parameters have had, each in effect from its date on (docs/ratings.md lists them).
+PARAMETER_SETS = (
+    ParameterSet("csr-1", None, PARAMS, "the seed's parameter table (RULES.md, CSR)."),
 )
+_TIMELINE = Timeline([(s.starts_at, s.params) for s in PARAMETER_SETS])
+
+
+def params_at(t: float) -> CsrParams:
+    """CSR's parameters in effect at t (epoch seconds): what a fair-play refund at t applies."""
+    return _TIMELINE.at(t)
+
+
+SYSTEM = declare(PARAMETER_SETS[-1])

@@ -16,9 +16,11 @@ import dataclasses
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from worker.ratings import csr
 from worker.ratings.inputs import AccountClosed, GameSide
+from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingState, StateKey
 from worker.ratings.system import HistoryKept, HistoryQuery, RatingSystem
 
@@ -44,13 +46,13 @@ def window(closure: AccountClosed, params: FairPlayParams = PARAMS) -> tuple[flo
     return closure.closed_at - params.window_days * DAY, closure.closed_at
 
 
-def players(closure: AccountClosed) -> list[str]:
+def players(closure: AccountClosed, params: FairPlayParams = PARAMS) -> list[str]:
     """The account and, once its games are attached, every opponent that may be refunded."""
-    return sorted({closure.player_id} | {v for v, _ in losses(closure)})
+    return sorted({closure.player_id} | {v for v, _ in losses(closure, params=params)})
 
 
 def state_keys(closure: AccountClosed, params: FairPlayParams = PARAMS) -> list[StateKey]:
-    return sorted(StateKey(v, params.system, cat) for v, cat in losses(closure))
+    return sorted(StateKey(v, params.system, cat) for v, cat in losses(closure, params=params))
 
 
 def games_in_window(closure: AccountClosed, params: FairPlayParams = PARAMS) -> dict[tuple[str, str], list[GameSide]]:
@@ -95,19 +97,21 @@ def rate_closure(
     closed: Mapping[str, float] = {},  # noqa: B006 - read-only
     params: FairPlayParams = PARAMS,
 ) -> Outcome:
-    """Refund the account's victims and freeze it; any other reason, or a second closure, changes nothing."""
+    """Refund the account's victims and freeze it; any other reason, or a second closure, changes nothing.
+    The refunded ratings follow CSR's rules (floor, peak) with CSR's parameters in effect at the closure."""
     if closure.reason != FAIR_PLAY:
         return Outcome(unrated_reason="not_fair_play")
     if closure.player_id in closed:
         return Outcome(unrated_reason="already_closed")
     changes = []
+    rules = csr.params_at(closure.closed_at)
     for (victim, cat), lost in sorted(losses(closure, closed, params).items()):
         key = StateKey(victim, params.system, cat)
         before = states.get(key)
         if before is None:  # no stored rating to refund (cannot happen for a rated game's loser)
             continue
-        after = refunded_state(before, min(params.refund_cap, -lost))
-        changes.append(csr.change(key, before, after))
+        after = refunded_state(before, min(params.refund_cap, -lost), rules)
+        changes.append(csr.change(key, before, after, rules))
     return Outcome(changes=tuple(changes), closure=(closure.player_id, closure.closed_at))
 
 
@@ -124,9 +128,20 @@ def with_games(closure: AccountClosed, games: tuple[GameSide, ...]) -> AccountCl
     return dataclasses.replace(closure, games=games)
 
 
-# Not a rating of its own: its changes are the refunded CSR ratings (no categories, no imports).
-SYSTEM = RatingSystem(
-    "fairplay", ("account.closed",), players, state_keys, rate_closure, cause_time=operator.attrgetter("closed_at"),
-    history=history_query, with_history=with_games,
-    history_kept=HistoryKept(PARAMS.system, PARAMS.cause_type, PARAMS.window_days * DAY),
+def declare(chosen: ParameterSet) -> RatingSystem:
+    """Fair-play corrections as this parameter set declares them (worker.ratings.parameters). Not a rating of
+    its own: its changes are the refunded CSR ratings (no categories, no imports)."""
+    p = chosen.params
+    return RatingSystem(
+        "fairplay", ("account.closed",), partial(players, params=p), partial(state_keys, params=p),
+        partial(rate_closure, params=p), cause_time=operator.attrgetter("closed_at"),
+        history=partial(history_query, params=p), with_history=with_games, parameters=chosen.name,
+        history_kept=HistoryKept(p.system, p.cause_type, p.window_days * DAY),
+    )
+
+
+#: Every set of the fair-play corrections' parameters, each in effect from its date on (docs/ratings.md).
+PARAMETER_SETS = (
+    ParameterSet("fairplay-1", None, PARAMS, "the values of RULES.md, Fair-play corrections."),
 )
+SYSTEM = declare(PARAMETER_SETS[-1])

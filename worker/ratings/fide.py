@@ -56,9 +56,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from fractions import Fraction
+from functools import partial
 from typing import Any, NamedTuple
 
 from worker.ratings.inputs import EventFinished, PeriodClosed
+from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import Imports, RatingSystem, Sweep
 
@@ -679,7 +681,7 @@ def rate_event(
     return Outcome(changes=out, left_out=left_out)
 
 
-def imported_state(imp, version: int) -> RatingState:
+def imported_state(imp, version: int, params: FideParams = PARAMS) -> RatingState:
     """A rating.imported's state: a published list rating with no open period (`view` reads a state
     without "published" so), with what the list says of K (RULES.md FIDE): its `k` is the K of the next
     period; a K of 10 means ever 2400 (and so 2300); a K of 10 or 20 without `games` means at least 30
@@ -690,32 +692,43 @@ def imported_state(imp, version: int) -> RatingState:
     k = getattr(imp, "k", None)
     if k is not None:
         extra["k_next"] = k
-    ever_2400 = bool(getattr(imp, "ever_2400", None)) or k == PARAMS.k_top
+    ever_2400 = bool(getattr(imp, "ever_2400", None)) or k == params.k_top
     if ever_2400:
         extra["ever_2400"] = True
     if ever_2400 or getattr(imp, "ever_2300", None):
         extra["ever_2300"] = True
-    if k in (PARAMS.k_top, PARAMS.k_default) and imp.games is None:
-        extra["games_at_least"] = PARAMS.new_player_games
+    if k in (params.k_top, params.k_default) and imp.games is None:
+        extra["games_at_least"] = params.new_player_games
     extra["lists"] = [[month_of(imp.imported_at), round_half_away(imp.rating)]]  # the list of its month
     return RatingState(float(imp.rating), None, None, imp.games or 0, imp.peak, imp.last_played_at, version,
                        extra or None)
 
 
-def carried_lists(stored: RatingState | None, imported: RatingState) -> RatingState:
+def carried_lists(stored: RatingState | None, imported: RatingState, params: FideParams = PARAMS) -> RatingState:
     """An import is the rating on one list: the stored ratings of earlier lists stay (RULES.md FIDE), so
     that an event that started under an earlier list is still rated with it."""
     if stored is None:
         return imported
     ((month, rating),) = imported.extra["lists"]
-    lists = with_list(view(stored), month, rating)
+    lists = with_list(view(stored), month, rating, params)
     return imported._replace(extra={**imported.extra, "lists": [list(e) for e in lists]})
 
 
-SYSTEM = RatingSystem(
-    NAME, ("event.finished/fide",), players, state_keys, rate_event, title="FIDE", categories=CATEGORIES,
-    shown_rating=listed_rating,
-    imports=Imports(imported_state, lambda imp, states: RatingState(0.0), carried=carried_lists),
-    sweep=Sweep("rating.period_closed", close_list, list_concerns), inactive=is_inactive,
-    starts_unrated=True,  # no rating before the first
+def declare(chosen: ParameterSet) -> RatingSystem:
+    """FIDE as this parameter set declares it (worker.ratings.parameters)."""
+    p = chosen.params
+    return RatingSystem(
+        NAME, ("event.finished/fide",), players, state_keys, partial(rate_event, params=p), title="FIDE",
+        categories=CATEGORIES, shown_rating=listed_rating, parameters=chosen.name,
+        imports=Imports(partial(imported_state, params=p), lambda imp, states: RatingState(0.0),
+                        carried=partial(carried_lists, params=p)),
+        sweep=Sweep("rating.period_closed", partial(close_list, params=p), partial(list_concerns, params=p)),
+        inactive=is_inactive, starts_unrated=True,  # no rating before the first
+    )
+
+
+#: Every set of FIDE's parameters, each in effect from its date on (docs/ratings.md lists them).
+PARAMETER_SETS = (
+    ParameterSet("fide-1", None, PARAMS, "the FIDE Rating Regulations' values (RULES.md, FIDE)."),
 )
+SYSTEM = declare(PARAMETER_SETS[-1])

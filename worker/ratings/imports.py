@@ -56,4 +56,4 @@ def importer(system: RatingSystem) -> RatingSystem:
     return RatingSystem(system.name, (f"{KIND}/{system.name}",), players, state_keys, rate,
                         categories=system.categories, cause_time=operator.attrgetter("imported_at"),
                         shown_rating=system.shown_rating, more_keys=more_keys, starts_unrated=system.starts_unrated,
-                        inactive=system.inactive)
+                        inactive=system.inactive, parameters=system.parameters)

@@ -1,7 +1,9 @@
 """Which rating system rates a message: built from the systems' own declarations.
 
 Every module of worker.ratings that ends with `SYSTEM = RatingSystem(...)` is found here by itself
-(nothing to add to a list); a system with import rules also takes the `rating.imported` of its name
+(nothing to add to a list). A module with dated parameter sets (`PARAMETER_SETS` and `declare`,
+worker.ratings.parameters) is declared once per set, and a message is rated by the system of the set in
+effect at its own time (its cause time); `SYSTEMS` holds each system as its latest set declares it. A system with import rules also takes the `rating.imported` of its name
 (worker.ratings.imports), and a system with a sweep the sweep's message (`rating.period_closed/<system>`,
 applied by worker.engine.sweep). A message's kind is its type, with the discriminator that picks the
 system for the types several systems share: `event.finished/<kind>`, `puzzle.attempted/<system>`,
@@ -11,28 +13,39 @@ system for the types several systems share: `event.finished/<kind>`, `puzzle.att
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 
 import worker.ratings
 from worker.ratings import imports
 from worker.ratings.inputs import Message
+from worker.ratings.parameters import Timeline, check_sets
 from worker.ratings.system import RatingSystem
 
-__all__ = ["REGISTRY", "SYSTEMS", "kind_of", "system_for"]
+__all__ = ["KINDS", "REGISTRY", "SYSTEMS", "TIMELINES", "every_declaration", "kind_of", "system_for"]
 
 
-def _declared() -> tuple[RatingSystem, ...]:
-    found = []
+def _declared() -> dict[str, Timeline[RatingSystem]]:
+    found: dict[str, Timeline[RatingSystem]] = {}
     for info in pkgutil.iter_modules(worker.ratings.__path__):
         module = importlib.import_module(f"worker.ratings.{info.name}")
         system = getattr(module, "SYSTEM", None)
-        if isinstance(system, RatingSystem):
-            found.append(system)
-    return tuple(sorted(found, key=lambda s: s.name))
+        if not isinstance(system, RatingSystem):
+            continue
+        sets = getattr(module, "PARAMETER_SETS", None)
+        if sets is None:
+            found[system.name] = Timeline([(-math.inf, system)])
+            continue
+        check_sets(system.name, sets)
+        found[system.name] = Timeline([(s.starts_at, module.declare(s)) for s in sets])
+    return dict(sorted(found.items()))
 
 
-#: Every declared system, by name.
-SYSTEMS: tuple[RatingSystem, ...] = _declared()
+#: system name -> the system as declared from each of its parameter sets, in effect from their dates.
+TIMELINES: dict[str, Timeline[RatingSystem]] = _declared()
+
+#: Every declared system (as its latest parameter set declares it), by name.
+SYSTEMS: tuple[RatingSystem, ...] = tuple(t.items()[-1] for t in TIMELINES.values())
 
 
 def _sweeper(system: RatingSystem) -> RatingSystem:
@@ -46,27 +59,31 @@ def _sweeper(system: RatingSystem) -> RatingSystem:
 
     return RatingSystem(system.name, (f"{sweep.kind}/{system.name}",), lambda p: [], lambda p: [], not_in_a_batch,
                         categories=system.categories, cause_time=sweep.cause_time, shown_rating=system.shown_rating,
-                        starts_unrated=system.starts_unrated, sweep=sweep, inactive=system.inactive)
+                        starts_unrated=system.starts_unrated, sweep=sweep, inactive=system.inactive,
+                        parameters=system.parameters)
 
 
-def _registry() -> dict[str, RatingSystem]:
-    registry: dict[str, RatingSystem] = {}
-    for system in SYSTEMS:
-        rates = list(system.rates)
-        takers = [(kind, system) for kind in rates]
+def _registry() -> dict[str, Timeline[RatingSystem]]:
+    registry: dict[str, Timeline[RatingSystem]] = {}
+    for timeline in TIMELINES.values():
+        system = timeline.first  # what it rates does not change with its parameters
+        takers = [(kind, timeline) for kind in system.rates]
         if system.imports is not None:
-            takers.append((f"{imports.KIND}/{system.name}", imports.importer(system)))
+            takers.append((f"{imports.KIND}/{system.name}", timeline.map(imports.importer)))
         if system.sweep is not None:
-            takers.append((f"{system.sweep.kind}/{system.name}", _sweeper(system)))
+            takers.append((f"{system.sweep.kind}/{system.name}", timeline.map(_sweeper)))
         for kind, taker in takers:
             if kind in registry:
-                raise ValueError(f"{kind}: rated by both {registry[kind].name} and {system.name}")
+                raise ValueError(f"{kind}: rated by both {registry[kind].first.name} and {system.name}")
             registry[kind] = taker
     return registry
 
 
-#: message kind -> the system that rates it.
-REGISTRY: dict[str, RatingSystem] = _registry()
+#: message kind -> the systems that rate it, each in effect from its parameter set's date.
+KINDS: dict[str, Timeline[RatingSystem]] = _registry()
+
+#: message kind -> the system that rates it (as its latest parameter set declares it).
+REGISTRY: dict[str, RatingSystem] = {kind: timeline.items()[-1] for kind, timeline in KINDS.items()}
 
 
 def kind_of(message: Message) -> str:
@@ -79,5 +96,16 @@ def kind_of(message: Message) -> str:
 
 
 def system_for(message: Message) -> RatingSystem | None:
-    """The system that rates this message, or None when this version of the worker has none."""
-    return REGISTRY.get(kind_of(message))
+    """The system that rates this message (declared from the parameter set in effect at the message's own
+    time), or None when this version of the worker has none."""
+    timeline = KINDS.get(kind_of(message))
+    if timeline is None:
+        return None
+    if timeline.only is not None:
+        return timeline.only
+    return timeline.at(timeline.first.cause_time(message.payload))
+
+
+def every_declaration() -> list[RatingSystem]:
+    """Every system as each of its parameter sets declares it (what a store keeps for any of them)."""
+    return [system for timeline in TIMELINES.values() for system in timeline.items()]

@@ -29,6 +29,9 @@ The engine (worker.engine) drives every system through these functions and nothi
   None for a system that has no such mark (the record then has no `inactive` field).
 - `predict` says what the ratings expected of a message before it was rated (`rating-worker evaluate`
   scores the ratings by it): one `Prediction` per side it forecasts, none for a message it does not rate.
+- `parameters` names the parameter set the system was declared from (worker.ratings.parameters: a module
+  with dated sets declares its system once per set, and each message is rated by the one in effect at its
+  time); every `rating.changed` it causes carries the name.
 """
 
 from __future__ import annotations
@@ -138,3 +141,4 @@ class RatingSystem:
     sweep: Sweep | None = None
     inactive: Callable[[RatingState], bool | None] = lambda state: None
     predict: Callable[[Any, Mapping[StateKey, RatingState]], tuple[Prediction, ...]] = lambda payload, states: ()
+    parameters: str | None = None  # the parameter set it was declared from ("csr-1"), None: a system without

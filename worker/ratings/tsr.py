@@ -19,10 +19,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Context, Decimal
 from fractions import Fraction
+from functools import partial
 from typing import NamedTuple
 
 from worker.ratings import csr, glicko2
 from worker.ratings.inputs import EventFinished, TurboPlayer
+from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import Imports, RatingSystem
 
@@ -356,11 +358,24 @@ def imported_state(imp, version: int, params: TsrParams = PARAMS) -> RatingState
     return RatingState(imp.rating, rd, vol, imp.games or 0, imp.peak, imp.last_played_at, version)
 
 
-def import_flags(state: RatingState) -> tuple[bool, float | None]:
-    return state.rd > PARAMS.provisional_above, None
+def import_flags(state: RatingState, params: TsrParams = PARAMS) -> tuple[bool, float | None]:
+    return state.rd > params.provisional_above, None
 
 
-SYSTEM = RatingSystem(
-    NAME, ("event.finished/turbo_live",), players, state_keys, rate_event, title="TSR", categories=(CATEGORY,),
-    imports=Imports(imported_state, lambda imp, states: start_state(), import_flags),
+def declare(chosen: ParameterSet) -> RatingSystem:
+    """TSR as this parameter set declares it (worker.ratings.parameters)."""
+    p = chosen.params
+    return RatingSystem(
+        NAME, ("event.finished/turbo_live",), players, state_keys, partial(rate_event, params=p), title="TSR",
+        categories=(CATEGORY,), parameters=chosen.name,
+        imports=Imports(partial(imported_state, params=p), lambda imp, states: start_state(p),
+                        partial(import_flags, params=p)),
+    )
+
+
+#: Every set TSR's parameters have had, each in effect from its date on: the seed says TSR is in beta, its
+#: weights may be tuned, every change listed with its date and the TSRs earned before it kept.
+PARAMETER_SETS = (
+    ParameterSet("tsr-1", None, PARAMS, "the seed's parameter table (RULES.md, TSR); TSR in beta."),
 )
+SYSTEM = declare(PARAMETER_SETS[-1])

@@ -25,9 +25,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import NamedTuple
 
 from worker.ratings.inputs import EventFinished
+from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import Imports, RatingSystem
 
@@ -594,12 +596,23 @@ def imported_state(imp, version: int) -> RatingState:
     return RatingState(imp.rating, None, None, imp.games or 0, imp.peak, imp.last_played_at, version, extra)
 
 
-def import_flags(state: RatingState) -> tuple[bool, float | None]:
-    return state.games <= PARAMS.established_after, floor_of(state)
+def import_flags(state: RatingState, params: UscfParams = PARAMS) -> tuple[bool, float | None]:
+    return state.games <= params.established_after, floor_of(state, params)
 
 
-SYSTEM = RatingSystem(
-    NAME, ("event.finished/uscf",), players, state_keys, rate_event, title="US Chess", categories=CATEGORIES,
-    imports=Imports(imported_state, lambda imp, states: RatingState(0.0), import_flags),  # no rating before
-    starts_unrated=True,
+def declare(chosen: ParameterSet) -> RatingSystem:
+    """US Chess as this parameter set declares it (worker.ratings.parameters)."""
+    p = chosen.params
+    return RatingSystem(
+        NAME, ("event.finished/uscf",), players, partial(state_keys, params=p), partial(rate_event, params=p),
+        title="US Chess", categories=CATEGORIES, parameters=chosen.name,
+        imports=Imports(imported_state, lambda imp, states: RatingState(0.0), partial(import_flags, params=p)),
+        starts_unrated=True,  # no rating before the first
+    )
+
+
+#: Every set of US Chess's parameters, each in effect from its date on (docs/ratings.md lists them).
+PARAMETER_SETS = (
+    ParameterSet("uscf-1", None, PARAMS, "the US Chess rating system's values (RULES.md, US Chess)."),
 )
+SYSTEM = declare(PARAMETER_SETS[-1])

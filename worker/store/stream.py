@@ -38,7 +38,7 @@ from hashlib import blake2b
 
 from worker.contract.changed import ChangeRecord
 from worker.ratings.inputs import GameSide
-from worker.ratings.registry import SYSTEMS
+from worker.ratings.registry import every_declaration
 from worker.ratings.state import RatingState, StateKey
 from worker.ratings.system import HistoryKept, HistoryQuery
 from worker.store.base import ProcessedMessage, Unpublished
@@ -78,7 +78,8 @@ class StreamStore(MemoryStore):
         # Not kept here: reading them would answer wrongly, so they are not there to read.
         del self.history, self.messages
         self.dedupe_window_s = dedupe_window_s
-        declared = kept if kept is not None else [s.history_kept for s in SYSTEMS if s.history_kept is not None]
+        declared = kept if kept is not None else [s.history_kept for s in every_declaration()
+                                                  if s.history_kept is not None]
         self._kept = {(k.system, k.cause_type) for k in declared}
         window_s = max((k.seconds for k in declared), default=0.0)
         self._history_s = window_s + (dedupe_window_s or 0.0)
