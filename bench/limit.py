@@ -83,7 +83,7 @@ def _copy_rows(records, states, messages):
                for k, st in states.items()]
     history = [(r.event_id, r.key[0], r.key[1], r.key[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
                 r.cause_id, r.cause_ref, datetime.fromtimestamp(r.changed_at, UTC), r.before[0], r.before[1],
-                r.before[2], r.after[0], r.after[1], r.after[2], r.provisional, r.floor, r.games, r.time)
+                r.before[2], r.after[0], r.after[1], r.after[2], r.provisional, r.floor, r.games, r.time, r.parameters)
                for r in records]
     processed = [(m.source, m.id, m.type, "applied") for m in messages]
     return ratings, history, processed
@@ -100,7 +100,7 @@ async def database_cost(url: str, batches) -> float:
         history_columns = ["event_id", "player_id", "system", "category", "version", "rating", "delta", "cause_type",
                            "cause_source", "cause_id", "cause_ref", "changed_at", "before_rating", "before_rd", "before_volatility",
                            "after_rating", "after_rd", "after_volatility", "provisional", "floor", "games",
-                           "cause_time"]
+                           "cause_time", "parameters"]
         started = time.perf_counter()
         for ratings, history, processed in rows:
             async with conn.transaction():

@@ -44,6 +44,7 @@ class ChangeRecord(NamedTuple):
     games: int = 0
     time: str = ""  # the cause's time as the message gave it (`changed_at` in rating.changed)
     inactive: bool | None = None  # FIDE: marked inactive at a list; None: a system without the mark
+    parameters: str | None = None  # the parameter set that rated it ("csr-1"); None: a row from before sets
 
 
 SOURCE = "/rating-worker"
@@ -78,7 +79,7 @@ def _no_mark(state: RatingState) -> None:
 def change_record(
     message: Message, change: RatingChange, cause_at: float,
     shown_rating: Callable[[RatingState], float | None] = _rating, starts_unrated: bool = False,
-    inactive: Callable[[RatingState], bool | None] = _no_mark,
+    inactive: Callable[[RatingState], bool | None] = _no_mark, parameters: str | None = None,
 ) -> ChangeRecord:
     """The history/outbox row of one change; its cause is the message.
 
@@ -86,7 +87,8 @@ def change_record(
     in a system that `starts_unrated` (FIDE, US Chess), the first change of a rating had none before it.
     The row's `delta` is the difference of the stored ratings (the fair-play refunds add them up); the
     published `delta` is null when either published rating is (RULES.md, Common). `inactive` is the
-    system's activity mark of a state (FIDE's), None where it has none.
+    system's activity mark of a state (FIDE's), None where it has none; `parameters` the name of the parameter
+    set that rated it (worker.ratings.parameters).
     """
     key = change.key
     after = change.after
@@ -98,11 +100,12 @@ def change_record(
     delta = after.rating - before.rating
     mark = inactive(after)
     payload = _encode(event_id, key, after.version, delta, message.type, message.source, message.id, message.ref,
-                      shown_before, shown_after, change.provisional, change.floor, after.games, message.time, mark)
+                      shown_before, shown_after, change.provisional, change.floor, after.games, message.time, mark,
+                      parameters)
     return ChangeRecord(
         event_id, key, after.version, after.rating, delta, message.type, message.source, message.id, message.ref,
         cause_at, payload, shown_before, shown_after, change.provisional, change.floor, after.games, message.time,
-        mark,
+        mark, parameters,
     )
 
 
@@ -114,11 +117,11 @@ def encode_change(r: ChangeRecord) -> bytes:
     published twice is published as the same bytes.
     """
     return _encode(r.event_id, r.key, r.version, r.delta, r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
-                   r.before, r.after, r.provisional, r.floor, r.games, r.time, r.inactive)
+                   r.before, r.after, r.provisional, r.floor, r.games, r.time, r.inactive, r.parameters)
 
 
 def _encode(event_id, key, version, delta, cause_type, cause_source, cause_id, cause_ref, before, after,
-            provisional, floor, games, time, inactive=None) -> bytes:
+            provisional, floor, games, time, inactive=None, parameters=None) -> bytes:
     # Positional on purpose: built twice per rated game, where a record's _replace costs ~10 us.
     if before[0] is None or after[0] is None:
         delta = None
@@ -138,6 +141,8 @@ def _encode(event_id, key, version, delta, cause_type, cause_source, cause_id, c
     }
     if inactive is not None:
         data["inactive"] = inactive
+    if parameters is not None:  # absent from the rows published before parameter sets (their bytes stay)
+        data["parameters"] = parameters
     return orjson.dumps({
         "specversion": "1.0",
         "id": event_id,

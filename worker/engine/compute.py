@@ -161,7 +161,7 @@ class _Computation:
                 self.changed[ch.key] = ch.after
                 if system.published(ch.key):
                     records.append(change_record(message, ch, at, system.shown_rating, system.starts_unrated,
-                                                 system.inactive))
+                                                 system.inactive, system.parameters))
         status = "applied" if outcome.rated else "unrated"
         results.append(MessageResult(status, outcome.unrated_reason))
         self.processed.append(_processed(message, system, outcome))

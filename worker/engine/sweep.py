@@ -166,7 +166,7 @@ async def _apply_chunk(store: StateStore, message: Message, system: RatingSystem
                     _check(ch, st)
                     st = states[key] = ch.after
                     records.append(change_record(message, ch, at, system.shown_rating, system.starts_unrated,
-                                                 system.inactive))
+                                                 system.inactive, system.parameters))
         except Exception as exc:  # noqa: BLE001 - rolled back with the chunk; the message is dead-lettered
             raise _RatingFailed(f"{type(exc).__name__}: {exc}") from exc
         row_ids = await tx.save(states, records, [], {}) if states else []

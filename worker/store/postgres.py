@@ -228,7 +228,7 @@ def change_rows(records: Sequence[ChangeRecord], start: int = 0) -> list[tuple]:
     return [
         (i, r.event_id, k[0], k[1], k[2], r.version, r.rating, r.delta, r.cause_type, r.cause_source,
          r.cause_id, r.cause_ref, r.changed_at, *r.before, *r.after, r.provisional, r.floor, r.games,
-         r.time, r.inactive)
+         r.time, r.inactive, r.parameters)
         for i, r in enumerate(records, start)
         for k in (r.key,)
     ]  # fmt: skip
@@ -270,7 +270,7 @@ def payload_of(row: asyncpg.Record) -> bytes:
         row["delta"], row["cause_type"], row["cause_source"], row["cause_id"], row["cause_ref"], row["changed_at"],
         b"", (row["before_rating"], row["before_rd"], row["before_volatility"]),
         (row["after_rating"], row["after_rd"], row["after_volatility"]), row["provisional"], row["floor"],
-        row["games"], row["cause_time"], row["inactive"],
+        row["games"], row["cause_time"], row["inactive"], row["parameters"],
     ))
 
 

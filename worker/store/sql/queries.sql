@@ -126,7 +126,7 @@ CREATE TEMP TABLE IF NOT EXISTS staged_changes (
     cause_source text COLLATE "C", cause_id text COLLATE "C", cause_ref text COLLATE "C",
     changed_at float8, before_rating float8, before_rd float8, before_volatility float8,
     after_rating float8, after_rd float8, after_volatility float8, provisional bool, floor float8,
-    games int4, cause_time text, inactive bool
+    games int4, cause_time text, inactive bool, parameters text
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS staged_processed (
     source text COLLATE "C", id text COLLATE "C", type text COLLATE "C", outcome text COLLATE "C",
@@ -207,10 +207,10 @@ changes AS (
     INSERT INTO rating_changes
         (event_id, player_id, system, category, version, rating, delta, cause_type, cause_source,
          cause_id, cause_ref, changed_at, before_rating, before_rd, before_volatility, after_rating,
-         after_rd, after_volatility, provisional, floor, games, cause_time, inactive)
+         after_rd, after_volatility, provisional, floor, games, cause_time, inactive, parameters)
     SELECT event_id, player_id, system, category, version, rating, delta, cause_type, cause_source,
            cause_id, cause_ref, to_timestamp(changed_at), before_rating, before_rd, before_volatility,
-           after_rating, after_rd, after_volatility, provisional, floor, games, cause_time, inactive
+           after_rating, after_rd, after_volatility, provisional, floor, games, cause_time, inactive, parameters
     FROM staged_changes
     ORDER BY ord
     RETURNING id, event_id
@@ -291,7 +291,8 @@ SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version
        r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
        extract(epoch FROM r.changed_at)::float8 AS changed_at,
        r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
-       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive,
+       r.parameters
 FROM outbox AS o
 JOIN rating_changes AS r ON r.id = o.change_id
 WHERE o.created_at <= now() - make_interval(secs => $2::float8)
@@ -304,7 +305,8 @@ SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version
        r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
        extract(epoch FROM r.changed_at)::float8 AS changed_at,
        r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
-       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive,
+       r.parameters
 FROM rating_changes AS r
 ORDER BY r.id;
 
