@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import io
 import math
+import random
 import subprocess
 import sys
 
@@ -104,7 +105,7 @@ def test_the_command_prints_json_and_draws_the_calibration(tmp_path):
     expected = _evaluated([line for line in source.read_bytes().splitlines() if line])
     assert [round(s["log_loss"], 12) for s in listed] == [round(expected[s["category"]].log_loss, 12)
                                                           for s in listed]
-    fig = calibration_figure(list(expected.values()))  # the picture's data: each category's calibration
+    fig = calibration_figure({"declared": list(expected.values())})  # the picture's data: each category's calibration
     lines = {line.get_label().split(" (")[0]: line for line in fig.axes[0].get_lines()}
     blitz = expected["blitz"]
     assert list(lines["blitz"].get_ydata()) == [o for _, _, o, _ in blitz.calibration]
@@ -154,3 +155,84 @@ def test_duplicates_after_a_message_dated_far_ahead_are_not_rated_nor_scored_twi
 
     replayed = asyncio.run(replay(lines, io.BytesIO()))
     assert store.states == replayed.states
+
+
+def _history_with_advantage(n: int, seed: int, advantage: float) -> list[bytes]:
+    """n rated games among 200 players of known strengths whose results follow Elo odds with White `advantage`
+    points stronger than he is (GameStream's games, their results drawn again from these odds)."""
+    stream = GameStream(200, seed)
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        event = orjson.loads(stream.next_game()[1])
+        game = event["data"]
+        diff = stream.strength[game["white"]["player_id"]] + advantage - stream.strength[game["black"]["player_id"]]
+        p_white, draw = 1 / (1 + 10 ** (-diff / 400)), 0.2 * math.exp(-abs(diff) / 400)
+        u = rng.random()
+        game["result"] = "1/2-1/2" if u < draw else "1-0" if u < draw + (1 - draw) * p_white else "0-1"
+        lines.append(orjson.dumps(event))
+    return lines
+
+
+def _write_params(path, name: str, **csr_values) -> str:
+    path.write_bytes(orjson.dumps({"name": name, "csr": csr_values}))
+    return str(path)
+
+
+@pytest.mark.parametrize("true_advantage", [35.0, 150.0])
+def test_the_evaluation_prefers_the_parameters_that_generated_the_history(tmp_path, true_advantage):
+    """White's true first-move advantage is known: replayed under the declared +35 and under what-ifs of +150
+    and of none, the set with the true advantage predicts best (lowest log-loss), and its White's expected
+    score matches the observed one."""
+    source = tmp_path / "history.jsonl"
+    source.write_bytes(b"".join(line + b"\n" for line in _history_with_advantage(8_000, 11, true_advantage)))
+    files = [_write_params(tmp_path / "w150.json", "white-150", white_advantage=150),
+             _write_params(tmp_path / "w0.json", "no-white", white_advantage=0)]
+    run = subprocess.run([sys.executable, "-m", "worker", "evaluate", str(source), "--json", "-q",
+                          *[a for f in files for a in ("--params", f)]], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    listed = orjson.loads(run.stdout)
+    overall: dict[str, list[float]] = {}
+    for s in listed:
+        overall.setdefault(s["parameters"], []).append(s["log_loss"] * s["n"])
+    loss = {label: sum(parts) for label, parts in overall.items()}
+    assert set(loss) == {"declared", "white-150", "no-white"}
+    truth = "declared" if true_advantage == 35.0 else "white-150"
+    assert min(loss, key=loss.get) == truth, loss
+    blitz = {s["parameters"]: s for s in listed if s["category"] == "blitz"}
+    gap = {label: abs(s["mean_expected"] - s["mean_observed"]) for label, s in blitz.items()}
+    # White's mean score, as the first-move check reads it: closest to the observed under the true advantage
+    assert min(gap, key=gap.get) == truth and gap[truth] < 0.03 and gap["no-white"] > gap[truth] + 0.01, gap
+
+
+def test_a_params_file_that_cannot_be_used_is_refused_before_the_replay(tmp_path):
+    from worker.commands.evaluate import ParamsFileError, read_params
+
+    label, chosen = read_params(_write_params(tmp_path / "a.json", "mine", white_advantage=50, tau=0.4))
+    assert label == "mine" and chosen["csr"].params == dataclasses.replace(csr.PARAMS, white_advantage=50.0, tau=0.4)
+    bad = [({"csr": {"white_advantge": 50}}, "has no parameter 'white_advantge'"),
+           ({"csr": {"white_advantage": "50"}}, "is a float"),
+           ({"nosuch": {"x": 1}}, "not a system with parameters"),
+           ({"name": "declared", "csr": {"tau": 0.4}}, "other than 'declared'"),
+           ({}, "names no system"),
+           ([1], "a JSON object")]
+    for data, why in bad:
+        (tmp_path / "b.json").write_bytes(orjson.dumps(data))
+        with pytest.raises(ParamsFileError, match=why):
+            read_params(str(tmp_path / "b.json"))
+    run = subprocess.run([sys.executable, "-m", "worker", "evaluate", "-", "--params",
+                          _write_params(tmp_path / "c.json", "c", tau=0.4)], capture_output=True, text=True,
+                         input="", timeout=60)
+    assert run.returncode == 2 and "not standard input" in run.stderr
+
+
+def test_the_calibration_of_several_runs_keeps_a_colour_per_category_and_a_style_per_run():
+    pytest.importorskip("matplotlib")
+    from worker.commands.plot import calibration_figure
+
+    one = list(_evaluated(_history(2_000, seed=9)).values())
+    fig = calibration_figure({"declared": one, "white-150": one})
+    lines = {line.get_label().split(" (")[0]: line for line in fig.axes[0].get_lines()}
+    declared, what_if = lines["blitz, declared"], lines["blitz, white-150"]
+    assert declared.get_color() == what_if.get_color() and declared.get_linestyle() != what_if.get_linestyle()
+    assert list(what_if.get_ydata()) == [o for _, _, o, _ in next(s for s in one if s.category == "blitz").calibration]

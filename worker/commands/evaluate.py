@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 import textwrap
 from collections.abc import Iterable
 from dataclasses import asdict
+
+import orjson
 
 from worker.commands.evaluation import BUCKETS, COIN_LOG_LOSS, Scores, Tally, scores
 from worker.commands.operator import emit, table, terminal_width
@@ -23,8 +26,51 @@ from worker.commands.progress import Progress
 from worker.commands.replay import counted, decoded_lines, dedupe_window, fair_play_closures, report_chunk
 from worker.engine import apply_messages
 from worker.ratings.inputs import Message
-from worker.ratings.registry import system_for
+from worker.ratings.parameters import ParameterSet
+from worker.ratings.registry import DECLARERS, rated_with, system_for
 from worker.store.stream import DEFAULT_DEDUPE_WINDOW_S, StreamStore
+
+DECLARED = "declared"  # the label of the parameter sets as the systems declare them
+
+
+class ParamsFileError(ValueError):
+    """A --params FILE that cannot be used (one line, exit 2)."""
+
+
+def read_params(path: str) -> tuple[str, dict[str, ParameterSet]]:
+    """A what-if's label and, per system it names, the parameter set to rate every message of it with: the
+    system's latest set with the file's values instead. The file is JSON, e.g.
+    `{"name": "white-50", "csr": {"white_advantage": 50}}` (name: the file's name without extension)."""
+    try:
+        with open(path, "rb") as f:
+            data = orjson.loads(f.read())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ParamsFileError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not isinstance(data, dict):
+        raise ParamsFileError(f"{path}: a JSON object of system -> {{parameter: value}}")
+    label = data.pop("name", None) or os.path.splitext(os.path.basename(path))[0]
+    if not isinstance(label, str) or label == DECLARED:
+        raise ParamsFileError(f"{path}: name must be a string other than {DECLARED!r}")
+    chosen = {}
+    for system, values in data.items():
+        if system not in DECLARERS:
+            raise ParamsFileError(f"{path}: {system!r} is not a system with parameters ({', '.join(DECLARERS)})")
+        latest = DECLARERS[system][0][-1]
+        if not isinstance(values, dict) or not values:
+            raise ParamsFileError(f"{path}: {system}: an object of parameter -> value")
+        known = {f.name: getattr(latest.params, f.name) for f in dataclasses.fields(latest.params)}
+        for name, value in values.items():
+            if name not in known:
+                raise ParamsFileError(f"{path}: {system} has no parameter {name!r} (it has: {', '.join(known)})")
+            was = known[name]
+            if type(value) is not type(was) and not (isinstance(was, float) and type(value) is int):
+                raise ParamsFileError(f"{path}: {system}.{name} is a {type(was).__name__} ({was!r}), not {value!r}")
+        params = dataclasses.replace(latest.params, **{k: float(v) if isinstance(known[k], float) else v
+                                                       for k, v in values.items()})
+        chosen[system] = ParameterSet(f"{label}", None, params, f"what-if from {path}")
+    if not chosen:
+        raise ParamsFileError(f"{path}: names no system's parameters")
+    return label, chosen
 
 
 async def evaluate(lines: Iterable[bytes], store: StreamStore, errors=sys.stderr, counts: dict | None = None,
@@ -76,30 +122,47 @@ def _tenth(s: Scores, i: int) -> str:
     return "-"
 
 
-def report(results: list[Scores], width: int | None) -> str:
-    if not results:
+def report(runs: dict[str, list[Scores]], width: int | None) -> str:
+    """The scores of every run (a label per parameter choice: DECLARED, then each --params), side by side:
+    per system a table of its categories (a row per run), then the calibration of each."""
+    if not any(runs.values()):
         return ("nothing predicted: no valid message of a system that predicts (CSR games) was applied (bad lines "
                 "are reported on stderr)")
+    several = len(runs) > 1
 
     def prose(text: str) -> str:
         return textwrap.fill(text, width) if width else text
 
+    rows = sorted(((s.system, s.category, order, label, s) for order, (label, results) in enumerate(runs.items())
+                   for s in results), key=lambda r: r[:3])
     lines = [prose(f"How well the ratings predicted each result before it (lower log-loss and Brier are better; "
-                   f"a coin scores {COIN_LOG_LOSS:.3f} and 0.250; favourite: how often the favourite won a "
-                   f"decisive game)"), table(
-        ["system", "category", "games", "log-loss", "Brier", "favourite", "expected", "observed"],
-        [[s.system, s.category, s.n, f"{s.log_loss:.4f}", f"{s.brier:.4f}", _percent(s.favourite_accuracy),
-          f"{s.mean_expected:.3f}", f"{s.mean_observed:.3f}"] for s in results], width),
-        prose("(CSR: expected and observed are White's mean score: the first-move adjustment is right when they "
-              "agree)"),
-        ""]
-    for system in dict.fromkeys(s.system for s in results):
-        mine = [s for s in results if s.system == system]
-        lines += [prose(f"{system}: calibration, the observed score of each tenth of the expected (its games)"),
-                  table(["expected"] + [s.category for s in mine],
-                        [[f"{i / BUCKETS:.1f}-{(i + 1) / BUCKETS:.1f}"] + [_tenth(s, i) for s in mine]
-                         for i in range(BUCKETS)], width), ""]
+                   f"a coin scores {COIN_LOG_LOSS:.3f} and 0.250; fav. won: how often the favourite won a decisive "
+                   f"game; exp and obs: the mean expected and observed score, for CSR White's: the first-move "
+                   f"adjustment is right when they agree)"), ""]
+    headers = ["category"] + (["set"] if several else []) + ["games", "log-loss", "Brier", "fav. won", "exp", "obs"]
+    for system in dict.fromkeys(r[0] for r in rows):
+        mine = [r for r in rows if r[0] == system]
+        lines += [prose(f"{system}:" + (" a row per parameter set, * the best log-loss of each category"
+                                        if several else "")),
+                  table(headers, [[category] + ([label] if several else []) + [
+                      s.n, f"{s.log_loss:.4f}" + _best(mine, category, s), f"{s.brier:.4f}",
+                      _percent(s.favourite_accuracy), f"{s.mean_expected:.3f}", f"{s.mean_observed:.3f}"]
+                      for _, category, _, label, s in mine], width), ""]
+    for label, results in runs.items():
+        for system in dict.fromkeys(s.system for s in results):
+            mine = [s for s in results if s.system == system]
+            title = f"{system}{f' ({label})' if several else ''}"
+            lines += [prose(f"{title}: calibration, the observed score of each tenth of the expected (its games)"),
+                      table(["expected"] + [s.category for s in mine],
+                            [[f"{i / BUCKETS:.1f}-{(i + 1) / BUCKETS:.1f}"] + [_tenth(s, i) for s in mine]
+                             for i in range(BUCKETS)], width), ""]
     return "\n".join(lines).rstrip()
+
+
+def _best(rows, category: str, s: Scores) -> str:
+    """'*' for the run with the lowest log-loss of its category, when there are several."""
+    mine = [r[4].log_loss for r in rows if r[1] == category]
+    return "*" if len(mine) > 1 and s.log_loss == min(mine) else ""
 
 
 def _plot_problem(path: str) -> str | None:
@@ -121,6 +184,20 @@ def main(args: argparse.Namespace) -> int:
         print(f"rating-worker evaluate: --plot {why}", file=sys.stderr)
         return 2
     try:
+        what_ifs = [read_params(path) for path in args.params or ()]
+    except ParamsFileError as exc:
+        print(f"rating-worker evaluate: --params {exc}", file=sys.stderr)
+        return 2
+    labels = [DECLARED] + [label for label, _ in what_ifs]
+    if len(set(labels)) != len(labels):
+        print(f"rating-worker evaluate: --params: two runs named alike ({', '.join(labels)}): give each file its "
+              f"own \"name\"", file=sys.stderr)
+        return 2
+    if what_ifs and args.file == "-":
+        print("rating-worker evaluate: --params reads FILE once per parameter choice: not standard input",
+              file=sys.stderr)
+        return 2
+    try:
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
     except OSError as exc:
         print(f"rating-worker evaluate: cannot read {args.file!r}: {exc.strerror or exc}", file=sys.stderr)
@@ -134,40 +211,46 @@ def main(args: argparse.Namespace) -> int:
         shown.track(source)
         return shown
 
+    runs: dict[str, list[Scores]] = {}
     try:
         watched = None
+        start = source.tell() if source.seekable() else 0
         if source.seekable():  # a file is read twice, its fair-play closures first (as replay reads it)
-            start = source.tell()
             first = progress(f"evaluate {name}, closures")
             try:
                 watched = fair_play_closures(counted(source, counts, first))
             finally:
                 first.end()
-            source.seek(start)
-            counts["lines"] = 0
-        shown = progress(f"evaluate {name}")
-        try:
-            results = asyncio.run(evaluate(source, StreamStore(args.dedupe_window, watched=watched), shown, counts,
-                                           shown.tick))
-        finally:
-            shown.end()
+        for label, chosen in [(DECLARED, {}), *what_ifs]:
+            if source.seekable():
+                source.seek(start)
+            counts.update(lines=0, predicted=0)
+            shown = progress(f"evaluate {name}" + (f", {label}" if what_ifs else ""))
+            try:
+                with rated_with(chosen):
+                    runs[label] = asyncio.run(evaluate(source, StreamStore(args.dedupe_window, watched=watched),
+                                                       shown, counts, shown.tick))
+            finally:
+                shown.end()
     finally:
         source.close()
     # The scores first: a picture that fails must not lose them.
-    emit(args.json, [asdict(s) for s in results], report(results, terminal_width()))
+    listed = [{**asdict(s), "parameters": label} if what_ifs else asdict(s)
+              for label, results in runs.items() for s in results]
+    emit(args.json, listed, report(runs, terminal_width()))
     if args.plot:
-        return _draw(results, args.plot)
+        return _draw(runs, args.plot)
     return 0
 
 
-def _draw(results: list[Scores], path: str) -> int:
+def _draw(runs: dict[str, list[Scores]], path: str) -> int:
     from worker.commands.plot import PlotUnavailable, calibration_figure, write
 
-    if not results:
+    if not any(runs.values()):
         print(f"rating-worker evaluate: --plot: nothing predicted, {path} not drawn", file=sys.stderr)
         return 0
     try:
-        write(calibration_figure(results), path)
+        write(calibration_figure(runs), path)
     except (PlotUnavailable, OSError) as exc:
         print(f"rating-worker evaluate: --plot: {exc}", file=sys.stderr)
         return 2
@@ -180,13 +263,20 @@ def add_parser(sub) -> None:
         "Replay CloudEvents JSON lines (as `replay` does, same engine) and score, per system and category, what "
         "the ratings expected before each result against the result: log-loss, Brier score, how often the "
         "favourite won, calibration by tenth of the expected score, and for CSR White's mean score observed "
-        "against expected. Systems that predict: CSR (game.finished). --plot draws the calibration. "
-        "Example: rating-worker evaluate history.jsonl --plot calibration.png"))
+        "against expected. Systems that predict: CSR (game.finished). --plot draws the calibration. With "
+        "--params, the history is replayed once more per FILE with other parameters (a what-if), and the scores "
+        "are shown side by side with those of the parameter sets as declared. "
+        "Example: rating-worker evaluate history.jsonl --params white-50.json --plot calibration.png"))
     p.add_argument("file", help="input file, '-' for stdin")
     p.add_argument("--plot", metavar="FILE", help="also draw the calibration to FILE (.png, .svg or .pdf; needs "
                                                   "the [plot] extra)")
     p.add_argument("--dedupe-window", type=dedupe_window, default=DEFAULT_DEDUPE_WINDOW_S, metavar="DURATION",
                    help="as for replay (default 7d)")
+    p.add_argument("--params", action="append", metavar="FILE",
+                   help="replay again with these parameters and compare (repeatable): a JSON object of system -> "
+                        "{parameter: value} replacing the system's latest values for every message, with an optional "
+                        "\"name\", e.g. {\"name\": \"white-50\", \"csr\": {\"white_advantage\": 50}}; the "
+                        "parameters are the fields of each system's Params in worker/ratings/")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress")
     p.set_defaults(func=main)

@@ -11,7 +11,7 @@ draws. Only its object API is used (a Figure and the Agg canvas, no pyplot): no 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from worker.commands.chart import Series
@@ -69,23 +69,34 @@ def figure(player_id: str, series: Sequence[Series]):
     return fig
 
 
-def calibration_figure(results: Sequence[Scores]):
+STYLES = ("-", "--", ":", "-.")  # the line of each run of a calibration: declared, then each --params
+
+
+def calibration_figure(runs: Mapping[str, Sequence[Scores]]):
     """`rating-worker evaluate --plot`: per system, the mean observed score against the mean expected, a
-    point per tenth of the expected score (its size: its games), a line per category; on the diagonal
-    the ratings predict exactly."""
+    point per tenth of the expected score (its size: its games), a line per category; with several runs (the
+    parameter sets as declared, and each --params) a category keeps its colour and each run has its own line
+    style. On the diagonal the ratings predict exactly."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
         raise PlotUnavailable("--plot needs matplotlib: pip install 'rating-worker[plot]'") from None
-    systems = sorted({s.system for s in results})
+    several = len(runs) > 1
+    results = [(label, s) for label, scores in runs.items() for s in scores]
+    systems = sorted({s.system for _, s in results})
     fig = Figure(figsize=(6.5 * len(systems), 6), layout="constrained")
     axes = fig.subplots(1, len(systems), squeeze=False)[0]
     for ax, system in zip(axes, systems, strict=True):
         ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect")
-        for s in (s for s in results if s.system == system):
+        colours = {}
+        for label, s in ((label, s) for label, s in results if s.system == system):
             expected = [e for _, e, _, _ in s.calibration]
             observed = [o for _, _, o, _ in s.calibration]
-            (line,) = ax.plot(expected, observed, marker=None, label=f"{s.category} ({s.n:,}, log-loss {s.log_loss:.3f})")
+            name = f"{s.category}, {label}" if several else s.category
+            style = STYLES[list(runs).index(label) % len(STYLES)]
+            (line,) = ax.plot(expected, observed, marker=None, linestyle=style, color=colours.get(s.category),
+                              label=f"{name} ({s.n:,}, log-loss {s.log_loss:.3f})")
+            colours.setdefault(s.category, line.get_color())
             ax.scatter(expected, observed, s=[max(6.0, 300.0 * n / s.n) for *_, n in s.calibration],
                        color=line.get_color())
         ax.set_title(f"{system}: observed against expected score")

@@ -15,14 +15,22 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import worker.ratings
 from worker.ratings import imports
 from worker.ratings.inputs import Message
-from worker.ratings.parameters import Timeline, check_sets
+from worker.ratings.parameters import ParameterSet, Timeline, check_sets
 from worker.ratings.system import RatingSystem
 
-__all__ = ["KINDS", "REGISTRY", "SYSTEMS", "TIMELINES", "every_declaration", "kind_of", "system_for"]
+__all__ = ["DECLARERS", "KINDS", "REGISTRY", "SYSTEMS", "TIMELINES", "every_declaration", "kind_of", "rated_with",
+           "system_for"]
+
+
+#: system name -> (its parameter sets, how the system is declared from one), for the systems with dated sets
+DECLARERS: dict[str, tuple[tuple[ParameterSet, ...], Callable[[ParameterSet], RatingSystem]]] = {}
 
 
 def _declared() -> dict[str, Timeline[RatingSystem]]:
@@ -38,6 +46,7 @@ def _declared() -> dict[str, Timeline[RatingSystem]]:
             continue
         check_sets(system.name, sets)
         found[system.name] = Timeline([(s.starts_at, module.declare(s)) for s in sets])
+        DECLARERS[system.name] = (tuple(sets), module.declare)
     return dict(sorted(found.items()))
 
 
@@ -63,9 +72,9 @@ def _sweeper(system: RatingSystem) -> RatingSystem:
                         parameters=system.parameters)
 
 
-def _registry() -> dict[str, Timeline[RatingSystem]]:
+def _registry(timelines: Mapping[str, Timeline[RatingSystem]]) -> dict[str, Timeline[RatingSystem]]:
     registry: dict[str, Timeline[RatingSystem]] = {}
-    for timeline in TIMELINES.values():
+    for timeline in timelines.values():
         system = timeline.first  # what it rates does not change with its parameters
         takers = [(kind, timeline) for kind in system.rates]
         if system.imports is not None:
@@ -80,7 +89,7 @@ def _registry() -> dict[str, Timeline[RatingSystem]]:
 
 
 #: message kind -> the systems that rate it, each in effect from its parameter set's date.
-KINDS: dict[str, Timeline[RatingSystem]] = _registry()
+KINDS: dict[str, Timeline[RatingSystem]] = _registry(TIMELINES)
 
 #: message kind -> the system that rates it (as its latest parameter set declares it).
 REGISTRY: dict[str, RatingSystem] = {kind: timeline.items()[-1] for kind, timeline in KINDS.items()}
@@ -95,10 +104,34 @@ def kind_of(message: Message) -> str:
     return message.type
 
 
+# What-ifs (`rating-worker evaluate --params`): kinds rated by other parameters than the declared ones, in
+# the context that asked for them only.
+_WHAT_IF: ContextVar[Mapping[str, Timeline[RatingSystem]] | None] = ContextVar("what_if", default=None)
+
+
+@contextmanager
+def rated_with(chosen: Mapping[str, ParameterSet]) -> Iterator[None]:
+    """Within this block (this context: the task and what it starts), rate every message of these systems
+    with these parameter sets, whatever its time: a what-if of `rating-worker evaluate --params`."""
+    unknown = sorted(set(chosen) - set(DECLARERS))
+    if unknown:
+        raise ValueError(f"no parameter sets to replace for {', '.join(unknown)} (systems: {', '.join(DECLARERS)})")
+    replaced = {name: Timeline([(-math.inf, DECLARERS[name][1](s))]) for name, s in chosen.items()}
+    token = _WHAT_IF.set(_registry(replaced))
+    try:
+        yield
+    finally:
+        _WHAT_IF.reset(token)
+
+
 def system_for(message: Message) -> RatingSystem | None:
     """The system that rates this message (declared from the parameter set in effect at the message's own
     time), or None when this version of the worker has none."""
-    timeline = KINDS.get(kind_of(message))
+    kind = kind_of(message)
+    what_if = _WHAT_IF.get()
+    timeline = what_if.get(kind) if what_if is not None else None
+    if timeline is None:
+        timeline = KINDS.get(kind)
     if timeline is None:
         return None
     if timeline.only is not None:
