@@ -236,3 +236,33 @@ def test_the_calibration_of_several_runs_keeps_a_colour_per_category_and_a_style
     declared, what_if = lines["blitz, declared"], lines["blitz, white-150"]
     assert declared.get_color() == what_if.get_color() and declared.get_linestyle() != what_if.get_linestyle()
     assert list(what_if.get_ydata()) == [o for _, _, o, _ in next(s for s in one if s.category == "blitz").calibration]
+
+
+def test_puzzle_systems_predict_the_players_score_against_the_puzzle():
+    from worker.ratings import chesskite, chesstempo, elo, glicko1
+    from worker.ratings.inputs import PuzzleAttempted
+
+    kite = PuzzleAttempted("chesskite", "ann", "pz-1", True, 86400.0, challenge=True, puzzle_rating=1700.0)
+    states = {chesskite.key("ann"): RatingState(1500.0)}
+    ((category, expected, observed),) = chesskite.predict(kite, states)
+    assert (category, observed) == ("puzzle", 1.0)
+    assert expected == pytest.approx(elo.expected_score(1500.0, 1700.0)) and expected < 0.5
+    assert chesskite.predict(dataclasses.replace(kite, challenge=False), states) == ()  # not rated, not predicted
+    tempo = PuzzleAttempted("chesstempo", "ann", "pz-1", False, 86400.0, mode="standard")
+    user, problem = chesstempo.user_key("ann", "standard"), chesstempo.problem_key("pz-1", "standard")
+    stored = {user: RatingState(1600.0, 80.0, None, 40, None, 86400.0, 40),
+              problem: RatingState(1400.0, 60.0, None, 90, None, 86400.0, 90)}
+    ((category, expected, observed),) = chesstempo.predict(tempo, stored)
+    assert (category, observed) == ("standard", 0.0)
+    assert expected == pytest.approx(glicko1.expected_score(1600.0, 1400.0, math.hypot(80.0, 60.0)))
+
+
+def test_a_history_of_puzzles_is_evaluated_per_system_and_category():
+    from worker.dev.streams import chesstempo_attempts, puzzle_attempts
+
+    got = asyncio.run(evaluate(puzzle_attempts(3_000, players=40, seed=3)
+                               + chesstempo_attempts(2_000, users=40, problems=50, seed=4), StreamStore()))
+    by = {(s.system, s.category): s for s in got}
+    assert set(by) == {("chesskite", "puzzle"), ("chesstempo", "standard"), ("chesstempo", "blitz")}
+    assert 1_000 < by["chesskite", "puzzle"].n < 2_000  # the challenge cards only, about half
+    assert sum(by[k].n for k in by if k[0] == "chesstempo") == 2_000

@@ -126,8 +126,8 @@ def report(runs: dict[str, list[Scores]], width: int | None) -> str:
     """The scores of every run (a label per parameter choice: DECLARED, then each --params), side by side:
     per system a table of its categories (a row per run), then the calibration of each."""
     if not any(runs.values()):
-        return ("nothing predicted: no valid message of a system that predicts (CSR games) was applied (bad lines "
-                "are reported on stderr)")
+        return ("nothing predicted: no valid message of a system that predicts (CSR games, ChessKite and Chess "
+                "Tempo attempts) was applied (bad lines are reported on stderr)")
     several = len(runs) > 1
 
     def prose(text: str) -> str:
@@ -263,7 +263,8 @@ def add_parser(sub) -> None:
         "Replay CloudEvents JSON lines (as `replay` does, same engine) and score, per system and category, what "
         "the ratings expected before each result against the result: log-loss, Brier score, how often the "
         "favourite won, calibration by tenth of the expected score, and for CSR White's mean score observed "
-        "against expected. Systems that predict: CSR (game.finished). --plot draws the calibration. With "
+        "against expected. Systems that predict: CSR (game.finished), ChessKite and Chess Tempo (puzzle.attempted: "
+        "the player's expected score against the puzzle). --plot draws the calibration. With "
         "--params, the history is replayed once more per FILE with other parameters (a what-if), and the scores "
         "are shown side by side with those of the parameter sets as declared. "
         "Example: rating-worker evaluate history.jsonl --params white-50.json --plot calibration.png"))

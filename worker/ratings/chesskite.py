@@ -17,7 +17,7 @@ from worker.ratings import elo
 from worker.ratings.inputs import PuzzleAttempted
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
-from worker.ratings.system import Imports, RatingSystem
+from worker.ratings.system import Imports, Prediction, RatingSystem
 
 NAME = "chesskite"
 CATEGORY = "puzzle"
@@ -99,6 +99,18 @@ def rate_attempt(
     return Outcome(changes=(RatingChange(key(attempt.player_id), before, after, False, None),))
 
 
+def predict(
+    attempt: PuzzleAttempted, states: Mapping[StateKey, RatingState], params: ChessKiteParams = PARAMS
+) -> tuple[Prediction, ...]:
+    """The player's expected score against the puzzle before a rated attempt (the Elo expectation the
+    rating moves by), against whether he solved it; nothing for an attempt that is not rated."""
+    if unrated_reason(attempt) is not None or attempt.puzzle_rating is None:
+        return ()
+    rating = current_state(attempt.player_id, states, params).rating
+    expected = elo.expected_score(rating, attempt.puzzle_rating, params.scale)
+    return (Prediction(CATEGORY, expected, 1.0 if attempt.correct else 0.0),)
+
+
 def imported_state(imp, version: int) -> RatingState:
     return RatingState(imp.rating, None, None, imp.games or 0, None, imp.last_played_at, version)
 
@@ -110,6 +122,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
         NAME, ("puzzle.attempted/chesskite",), players, state_keys, partial(rate_attempt, params=p),
         title="ChessKite", categories=(CATEGORY,), cause_time=operator.attrgetter("attempted_at"),
         imports=Imports(imported_state, lambda imp, states: start_state(p)), parameters=chosen.name,
+        predict=partial(predict, params=p),
     )
 
 

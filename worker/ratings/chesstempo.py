@@ -64,7 +64,7 @@ from worker.ratings import glicko1
 from worker.ratings.inputs import PuzzleAttempted
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
-from worker.ratings.system import Imports, RatingSystem
+from worker.ratings.system import Imports, Prediction, RatingSystem
 
 NAME = "chesstempo"
 PROBLEM_SYSTEM = "chesstempo-problem"  # internal: problems' ratings and blitz statistics
@@ -311,6 +311,23 @@ def _later(stored: float | None, at: float) -> float:
     return at if stored is None else max(stored, at)
 
 
+def predict(
+    attempt: PuzzleAttempted, states: Mapping[StateKey, RatingState], params: ChessTempoParams = PARAMS
+) -> tuple[Prediction, ...]:
+    """The user's expected score against the problem before the attempt, from the values it is rated from
+    (his RD grown for the days since he last played, the problem's), the two RDs combined as between two
+    rated players (Glickman, "The Glicko system"), against his score: 1 or 0 in standard, the blitz score
+    by time (at most 1: a fast solve's 1.25 counts as 1) in blitz. Nothing for an attempt not rated."""
+    if unrated_reason(attempt) is not None:
+        return ()
+    mode = category(attempt)
+    user = _stored(states, user_key(attempt.player_id, mode), start_state(params))
+    problem = _stored(states, problem_key(attempt.puzzle_id, mode), start_state(params))
+    rd = math.hypot(own_rd(user, attempt.attempted_at, params), _rd(problem, params))
+    expected = glicko1.expected_score(user.rating, problem.rating, rd)
+    return (Prediction(mode, expected, min(1.0, user_score(attempt, problem, params))),)
+
+
 def rate_attempt(
     attempt: PuzzleAttempted,
     states: Mapping[StateKey, RatingState],
@@ -472,6 +489,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
         NAME, ("puzzle.attempted/chesstempo",), lock_ids, engine_state_keys, partial(rate_attempt_in_day, params=p),
         title="Chess Tempo", categories=CATEGORIES, cause_time=operator.attrgetter("attempted_at"),
         published=is_published, context=partial(top_group_query, params=p), with_context=with_established,
+        predict=partial(predict, params=p),
         imports=Imports(partial(imported_state, params=p), lambda imp, states: start_state(p),
                         partial(import_flags, params=p)),
         parameters=chosen.name,
