@@ -266,3 +266,30 @@ def test_a_history_of_puzzles_is_evaluated_per_system_and_category():
     assert set(by) == {("chesskite", "puzzle"), ("chesstempo", "standard"), ("chesstempo", "blitz")}
     assert 1_000 < by["chesskite", "puzzle"].n < 2_000  # the challenge cards only, about half
     assert sum(by[k].n for k in by if k[0] == "chesstempo") == 2_000
+
+
+def test_fide_and_us_chess_predict_each_game_between_two_rated_players():
+    from worker.ratings import fide, uscf
+    from worker.ratings.inputs import EventFinished, EventGame, EventPlayer, RatingImported
+
+    may = 1_780_000_000.0  # 2026-05-28
+    listed = {fide.key(p, "standard"): fide.imported_state(RatingImported(p, "fide", "standard", r, may - 86400 * 60), 1)
+              for p, r in (("a", 2100), ("b", 1800))}
+    event = EventFinished("c1", "fide", True, may, tuple(EventPlayer(p) for p in "abn"),
+                          (EventGame(1, "a", "b", "1/2-1/2"), EventGame(2, "n", "a", "0-1")), rating_type="standard")
+    # the unrated newcomer's game is left out: the event makes his rating
+    assert fide.predict(event, listed) == (("standard", fide.expected_score(2100, 1800, "standard", may), 0.5),)
+    assert fide.predict(dataclasses.replace(event, rated=False), listed) == ()
+    stored = {uscf.key("a", "regular"): RatingState(1700.0, games=40), uscf.key("b", "regular"): RatingState(1500.0,
+                                                                                                             games=12)}
+    us = EventFinished("u1", "uscf", True, may, tuple(EventPlayer(p) for p in "abn"),
+                       (EventGame(1, "b", "a", "1-0"), EventGame(2, "a", "n", "1-0")), time_control_minutes=90,
+                       time_control_increment=30)
+    assert uscf.predict(us, stored) == (("regular", uscf.expected_score(1500.0, 1700.0), 1.0),)
+
+
+def test_every_system_with_games_or_attempts_to_predict_is_evaluated():
+    from worker.dev.streams import every_type
+
+    systems = {s.system for s in asyncio.run(evaluate(every_type(), StreamStore(), errors=io.StringIO()))}
+    assert systems == {"csr", "fide", "uscf", "chesskite", "chesstempo"}  # TSR does not predict (yet)

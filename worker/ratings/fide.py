@@ -62,7 +62,7 @@ from typing import Any, NamedTuple
 from worker.ratings.inputs import EventFinished, PeriodClosed
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
-from worker.ratings.system import Imports, RatingSystem, Sweep
+from worker.ratings.system import Imports, Prediction, RatingSystem, Sweep
 
 NAME = "fide"
 CATEGORIES = ("standard", "rapid", "blitz")
@@ -681,6 +681,26 @@ def rate_event(
     return Outcome(changes=out, left_out=left_out)
 
 
+def predict(event: EventFinished, states: Mapping[StateKey, RatingState], params: FideParams = PARAMS
+            ) -> tuple[Prediction, ...]:
+    """White's expected score of each game of a rated event between two players with a published rating of the
+    type (section 8.1.2's table with the 400-point rule), from the list in force at the event's start, against
+    his score; games that do not count (an account closed, rapid/blitz's 600-point rule) are left out, and so
+    are those of an unrated player, whose rating the event makes."""
+    if not event.rated or event.rating_type not in CATEGORIES:
+        return ()
+    cat, at, in_force = event.rating_type, event.finished_at, list_in_force(event)
+    rating = {p.player_id: rating_on_list(v, in_force) if (v := view(states.get(key(p.player_id, cat)))).published
+              is not None else None for p in event.players}
+    out = []
+    for g in event.games:
+        w, b = rating.get(g.white), rating.get(g.black)
+        if w is None or b is None or g.result not in SCORES or game_unrated(w, b, cat, at, params):
+            continue
+        out.append(Prediction(cat, expected_score(w, b, cat, at, params), SCORES[g.result][0] / 100))
+    return tuple(out)
+
+
 def imported_state(imp, version: int, params: FideParams = PARAMS) -> RatingState:
     """A rating.imported's state: a published list rating with no open period (`view` reads a state
     without "published" so), with what the list says of K (RULES.md FIDE): its `k` is the K of the next
@@ -724,6 +744,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
                         carried=partial(carried_lists, params=p)),
         sweep=Sweep("rating.period_closed", partial(close_list, params=p), partial(list_concerns, params=p)),
         inactive=is_inactive, starts_unrated=True,  # no rating before the first
+        predict=partial(predict, params=p),
     )
 
 

@@ -31,7 +31,7 @@ from typing import NamedTuple
 from worker.ratings.inputs import EventFinished
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
-from worker.ratings.system import Imports, RatingSystem
+from worker.ratings.system import Imports, Prediction, RatingSystem
 
 NAME = "uscf"
 CATEGORIES = ("regular", "quick", "blitz")
@@ -590,6 +590,23 @@ def rate_event(
     return Outcome(changes=tuple(changes))
 
 
+def predict(event: EventFinished, states: Mapping[StateKey, RatingState], params: UscfParams = PARAMS
+            ) -> tuple[Prediction, ...]:
+    """White's expected score of each rated game between two players rated in the category before the event
+    (specs 1.1's We), per category the event rates, against his score; a player's first rating is made by
+    the event itself, so his games are left out."""
+    if unrated_reason(event, {}, params) is not None:
+        return ()
+    out = []
+    for cat in event_categories(event, params):
+        for g in rated_games(event):
+            w, b = states.get(key(g.white, cat)), states.get(key(g.black, cat))
+            if w is None or b is None or not w.games or not b.games or g.result not in SCORES:
+                continue
+            out.append(Prediction(cat, expected_score(w.rating, b.rating), SCORES[g.result][0]))
+    return tuple(out)
+
+
 def imported_state(imp, version: int) -> RatingState:
     """A rating.imported's state: the W/D/L and event counts it gives (0 where it gives none)."""
     extra = {"wins": imp.wins or 0, "draws": imp.draws or 0, "losses": imp.losses or 0, "events3": imp.events or 0}
@@ -608,6 +625,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
         title="US Chess", categories=CATEGORIES, parameters=chosen.name,
         imports=Imports(imported_state, lambda imp, states: RatingState(0.0), partial(import_flags, params=p)),
         starts_unrated=True,  # no rating before the first
+        predict=partial(predict, params=p),
     )
 
 
