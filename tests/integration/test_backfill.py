@@ -32,7 +32,7 @@ TABLES = {
     "rating_changes": "SELECT event_id, player_id, system, category, version, rating, delta, cause_type, "
                       "cause_source, cause_id, cause_ref, changed_at, payload, before_rating, before_rd, "
                       "before_volatility, after_rating, after_rd, after_volatility, provisional, floor, games, "
-                      "cause_time, inactive FROM rating_changes ORDER BY id",
+                      "cause_time, inactive, parameters FROM rating_changes ORDER BY id",
     "processed_messages": "SELECT source, id, type, outcome, reason, ref, duplicates FROM processed_messages "
                           "ORDER BY 1, 2",
     "unrated_players": "SELECT * FROM unrated_players ORDER BY 1, 2, 3",
@@ -190,10 +190,39 @@ async def test_it_refuses_what_it_cannot_backfill_into(postgres, template_db, tm
     write(tmp_path / "one.jsonl", values)
     assert (await backfill(path, url, quiet=True)).read == 6000 - 4000
     assert (await backfill(path, url, quiet=True)).read == 0
-    write(tmp_path / "one.jsonl", values + games(6010, players=50, seed=5)[6000:])
+    grown = values + games(6010, players=50, seed=5)[6000:]
+    write(tmp_path / "one.jsonl", grown)
     with pytest.raises(BackfillError, match="backfilled to its end"):
         await backfill(path, url, quiet=True)
+    write(tmp_path / "one.jsonl", values[:5000] + [values[5001], values[5000]] + values[5002:])  # same size and MiB
+    with pytest.raises(BackfillError, match="backfilled to its end"):
+        await backfill(path, url, quiet=True)
+    # renamed: the same file (by its first MiB); another file under the name of one done: refused too
+    with pytest.raises(BackfillError, match="backfilled to its end"):
+        await backfill(write(tmp_path / "renamed.jsonl", grown), url, quiet=True)
+    with pytest.raises(BackfillError, match="has the name of one.jsonl"):
+        await backfill(write(tmp_path / "one.jsonl", games(50, players=5, seed=9, source="/three")), url, quiet=True)
+    two = games(100, players=50, seed=6, source="/two")
     assert (await backfill(other, url, quiet=True)).outcomes["applied"] == 100
+    # a file of less than a MiB that grew is another file by its first MiB: it begins as one done, refused
+    with pytest.raises(BackfillError, match="begins as it"):
+        await backfill(write(tmp_path / "two-grown.jsonl", two + games(110, 50, 6, "/two")[100:]), url, quiet=True)
+
+
+async def test_a_run_goes_on_as_it_began_with_or_without_publish(postgres, template_db, tmp_path):
+    path = write(tmp_path / "h.jsonl", games(3000, players=30, seed=4))
+    url = await new_database(postgres, template_db)
+    with pytest.raises(Interrupted):
+        await backfill(path, url, chunk=1000, publish=True, quiet=True, stop_after=1)
+    with pytest.raises(BackfillError, match="began with --publish"):
+        await backfill(path, url, chunk=1000, quiet=True)
+    tally = await backfill(path, url, chunk=1000, publish=True, quiet=True)
+    conn = await asyncpg.connect(url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM outbox") == await conn.fetchval(
+            "SELECT count(*) FROM rating_changes") == 6000 and tally.read == 2000
+    finally:
+        await conn.close()
 
 
 async def test_the_worker_goes_live_from_a_backfill(postgres, template_db, broker, tmp_path):

@@ -27,12 +27,13 @@ CHANGE = "2026-01-01T03:00:00Z"  # the second CSR set takes effect here, in the 
 SECOND = ParameterSet("csr-2", CHANGE, replace(csr.PARAMS, white_advantage=0.0, tau=0.3), "no White advantage")
 
 
-def with_sets(monkeypatch, *sets: ParameterSet) -> None:
-    """CSR (games and imports) and fair play rated by these sets, as the registry builds them from a module's."""
+def with_sets(monkeypatch, *sets: ParameterSet) -> dict[str, Timeline]:
+    """CSR declared with these sets, as the registry declares every system from its modules' (fair play's refunds
+    apply CSR's rules: they follow); its timelines."""
     check_sets("csr", sets)
-    timeline = Timeline([(s.starts_at, csr.declare(s)) for s in sets])
-    monkeypatch.setitem(registry.KINDS, "game.finished", timeline)
-    monkeypatch.setattr(csr, "_TIMELINE", Timeline([(s.starts_at, s.params) for s in sets]))
+    timelines = registry.declare_systems({**registry.DECLARED_SETS, "csr": sets})
+    monkeypatch.setattr(registry, "KINDS", registry.kinds(timelines))
+    return timelines
 
 
 def run(values: list[bytes]) -> list[dict]:
@@ -57,6 +58,10 @@ def test_a_timeline_gives_what_is_in_effect_at_a_time():
 
 def test_a_systems_sets_are_checked_as_the_registry_takes_them():
     first = csr.PARAMETER_SETS[0]
+    with pytest.raises(ValueError, match="named csr-<n>"):
+        check_sets("csr", [first, replace(SECOND, name="tsr-2")])
+    with pytest.raises(ValueError, match="UTC time"):
+        check_sets("csr", [first, replace(SECOND, effective_from="2027-03-01T00:00:00")])
     with pytest.raises(ValueError, match="from the beginning"):
         check_sets("csr", [SECOND])
     with pytest.raises(ValueError, match="names must differ"):
@@ -121,9 +126,7 @@ def test_a_replay_gives_the_same_answer_whatever_the_day_it_runs(monkeypatch):
 def test_a_fair_play_refund_follows_the_csr_set_in_effect_at_the_closure(monkeypatch):
     floor_gone = ParameterSet("csr-2", CHANGE, replace(csr.PARAMS, rating_floor=0.0, provisional_above=400.0),
                               "no floor, nobody provisional")
-    with_sets(monkeypatch, csr.PARAMETER_SETS[0], floor_gone)
-    assert csr.params_at(floor_gone.starts_at - 1) is csr.PARAMS
-    assert csr.params_at(floor_gone.starts_at) is floor_gone.params
+    refunds = with_sets(monkeypatch, csr.PARAMETER_SETS[0], floor_gone)["fairplay"].first
     key = StateKey("v", "csr", "blitz")
     from worker.ratings.inputs import AccountClosed, GameSide
 
@@ -133,10 +136,18 @@ def test_a_fair_play_refund_follows_the_csr_set_in_effect_at_the_closure(monkeyp
                                                                                   closed_at - 60)))
 
     state = csr.RatingState(1500.0, 300.0, 0.06, 3, None, 0.0, 3)
-    old = fairplay.rate_closure(closure(floor_gone.starts_at - 3600), {key: state}).changes[0]
-    new = fairplay.rate_closure(closure(floor_gone.starts_at + 3600), {key: state}).changes[0]
+    old = refunds.rate(closure(floor_gone.starts_at - 3600), {key: state}, {}).changes[0]
+    new = refunds.rate(closure(floor_gone.starts_at + 3600), {key: state}, {}).changes[0]
     assert old.provisional is True and new.provisional is False  # RD 300: provisional under csr-1 only
     assert old.after.peak is None and new.after.peak == new.after.rating
+    # a what-if of CSR's rules reaches the refunds too (evaluate --params)
+    with registry.rated_with({"csr": replace(floor_gone, name="csr-9", effective_from=None)}):
+        closing = closure(floor_gone.starts_at - 3600)
+        from worker.ratings.inputs import Message
+
+        message = Message("/r", "x", "account.closed", "t", closing)
+        assert registry.system_for(message).rate(closing, {key: state}, {}).changes[0].provisional is False
+    assert fairplay.rate_closure(closure(0.0), {key: state}).changes[0].provisional is True  # alone: the seed's
 
 
 def test_a_record_from_before_parameter_sets_is_published_again_as_it_was():
@@ -147,7 +158,8 @@ def test_a_record_from_before_parameter_sets_is_published_again_as_it_was():
 
 
 def test_docs_list_every_set_with_its_date_and_what_it_changed(monkeypatch):
-    monkeypatch.setattr(csr, "PARAMETER_SETS", (csr.PARAMETER_SETS[0], SECOND))
+    monkeypatch.setitem(registry.DECLARERS, "csr", replace(registry.DECLARERS["csr"],
+                                                           sets=(csr.PARAMETER_SETS[0], SECOND)))
     text = parameter_sets()
     assert "| CSR | `csr-1` | the beginning | the first set" in text
     assert "| CSR | `csr-2` | 2026-01-01T03:00:00Z | `tau` 0.5 → 0.3, `white_advantage` 35.0 → 0.0: no White advantage |" in text
@@ -160,3 +172,12 @@ def test_the_registry_picks_the_set_of_the_message_time(monkeypatch):
     early, _ = decode_rateable(orjson.dumps(game_event(1, "a", "b", "1-0", datetime(2026, 1, 1, tzinfo=UTC))))
     late, _ = decode_rateable(orjson.dumps(game_event(2, "a", "b", "1-0", datetime(2026, 2, 1, tzinfo=UTC))))
     assert (system_for(early).parameters, system_for(late).parameters) == ("csr-1", "csr-2")
+
+
+def test_a_what_if_of_the_fair_play_window_is_what_the_streaming_store_keeps():
+    from worker.store.stream import DAY, StreamStore
+
+    longer = ParameterSet("fairplay-9", None, replace(fairplay.PARAMS, window_days=90.0), "what-if")
+    assert StreamStore(dedupe_window_s=DAY)._history_s == 31 * DAY
+    with registry.rated_with({"fairplay": longer}):
+        assert StreamStore(dedupe_window_s=DAY)._history_s == 91 * DAY

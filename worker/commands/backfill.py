@@ -3,8 +3,9 @@
 
 The history is rated by the worker's engine against memory (worker.store.bulk) and written a large chunk
 at a time, each chunk in one transaction with where the file stands (`backfill_progress`): a crash or
-Ctrl-C loses at most the chunk in flight, and the next run goes on after the last one committed, so nothing
-is applied twice and nothing skipped. The rows are the worker's own (the same `save` statement), so the
+Ctrl-C loses the work since the last chunk committed (at most two chunks: the one being written and the
+one being rated), and the next run goes on after the last one committed, so nothing is applied twice and
+nothing skipped. The rows are the worker's own (the same `save` statement), so the
 worker continues from them as if it had consumed the history itself.
 
 Into a database nothing else wrote to: empty, or holding earlier backfills only (several files of one
@@ -55,7 +56,6 @@ class Tally:
     bad: int = 0
     outcomes: Counter = field(default_factory=Counter)  # applied, unrated, duplicate, failed
     changes: int = 0
-    committed: int = 0  # messages committed by this run
 
 
 class HistoryReader:
@@ -109,9 +109,22 @@ def head_digest(path: str) -> str:
         return hashlib.sha256(f.read(HEAD_BYTES)).hexdigest()
 
 
-async def where_to_start(conn, head: str, name: str) -> Position | None:
+def prefix_digest(path: str, size: int) -> str | None:
+    """The digest of the file's first `size` bytes (None when it is shorter)."""
+    digest, left = hashlib.sha256(), size
+    with open(path, "rb") as f:
+        while left:
+            block = f.read(min(left, 1 << 20))
+            if not block:
+                return None
+            digest.update(block)
+            left -= len(block)
+    return digest.hexdigest()
+
+
+async def where_to_start(conn, path: str, head: str, name: str, publish: bool) -> Position | None:
     """Where this file's backfill starts: None from its first line, a Position to resume from (finished:
-    nothing is left to do); a BackfillError when the database is not one to backfill into."""
+    nothing is left to do); a BackfillError when the database, or the file, is not one to backfill."""
     runs = await conn.fetch(QUERIES["backfill_runs"])
     mine = next((r for r in runs if r["head_digest"] == head), None)
     others = [r for r in runs if r["head_digest"] != head and r["finished_at"] is None]
@@ -126,7 +139,15 @@ async def where_to_start(conn, head: str, name: str) -> Position | None:
         raise BackfillError("this database holds ratings that no backfill wrote (a worker ran on it?): a history "
                             "is backfilled into an empty database, before the worker goes live")
     if mine is None:
+        for run in runs:  # all finished: a file done that grew or changed would be applied a second time
+            if run["name"] == name or (run["bytes_done"] and prefix_digest(path, run["bytes_done"]) == run["digest"]):
+                raise BackfillError(f"{name}: has the name of {run['name']}, backfilled before ({run['lines_done']:,} "
+                                    f"lines), or begins as it: a history file is backfilled once; what follows it goes "
+                                    f"in a file of its own, under a name of its own")
         return None
+    if mine["finished_at"] is None and mine["published"] != publish:
+        raise BackfillError(f"{name}: its backfill began {'with' if mine['published'] else 'without'} --publish: "
+                            f"go on the same way")
     return Position(head, mine["name"], mine["digest"], mine["bytes_done"], mine["lines_done"],
                     mine["finished_at"] is not None, mine["processed"], mine["changes"])
 
@@ -145,75 +166,73 @@ async def backfill(path: str, url: str, chunk: int = CHUNK, publish: bool = Fals
     try:
         if not await guard.fetchval(QUERIES["backfill_lock"]):
             raise BackfillError("another backfill is running on this database")
-        start = await where_to_start(guard, head, name)
+        start = await where_to_start(guard, path, head, name, publish)
         if start is not None and start.finished:
-            if os.path.getsize(path) != start.bytes_done:
-                raise BackfillError(f"{name}: backfilled to its end ({start.lines_done:,} lines) and changed since "
-                                    f"(another size): what follows goes in a file of its own")
+            if os.path.getsize(path) != start.bytes_done or prefix_digest(path, start.bytes_done) != start.digest:
+                raise BackfillError(f"{name}: backfilled to its end ({start.lines_done:,} lines) and changed since: "
+                                    f"what follows goes in a file of its own")
             errors.write(f"backfill {name}: already done ({start.lines_done:,} lines): nothing to do\n")
             tally.lines = start.lines_done
             return tally
         store = await BulkStore.open(url, publish)
         if start is not None:
             store.written.update(processed=start.processed, changes=start.changes)
+        shown = Progress(f"backfill {name}", describe=lambda: _counts(tally), count=lambda: tally.read,
+                         stream=errors, quiet=quiet)
         try:
             with open(path, "rb") as f:
-                await _run(store, f, head, start or Position(head, name, "", 0, 0), start, chunk, quiet, errors,
-                           tally, stop_after)
+                reader = HistoryReader(f, shown, start)
+                shown.track(f)
+                await _rate_and_write(store, reader, start or Position(head, name, "", 0, 0), tally, shown, chunk,
+                                      stop_after)
         finally:
+            shown.end()
             await store.close()
     finally:
         await guard.close()
     return tally
 
 
-async def _run(store: BulkStore, f, head: str, origin: Position, start: Position | None, chunk: int, quiet: bool,
-               errors, tally: Tally, stop_after: int | None) -> None:
-    shown = Progress(f"backfill {origin.name}", describe=lambda: _counts(tally), count=lambda: tally.read,
-                     stream=errors, quiet=quiet)
-    try:
-        reader = HistoryReader(f, shown, start)
-        shown.track(f)
-        first = reader.line
-        pending: list[Message] = []
-        numbers: list[int] = []
-        since_flush = flushes = 0
+async def _rate_and_write(store: BulkStore, reader: HistoryReader, origin: Position, tally: Tally, shown: Progress,
+                          chunk: int, stop_after: int | None) -> None:
+    """Rate the reader's messages in engine batches and hand the store a chunk to write every `chunk`
+    messages, with the position reached; the last with the file's end."""
+    first = reader.line
+    pending: list[Message] = []
+    numbers: list[int] = []
+    since_flush = flushes = 0
 
-        async def rate() -> None:
-            nonlocal since_flush
-            result = await apply_messages(store, pending)
-            report_chunk(store, pending, numbers, result, shown)
-            tally.outcomes.update(m.status for m in result.messages)
-            tally.changes += len(result.records)
-            since_flush += len(pending)
-            pending.clear()
-            numbers.clear()
+    async def rate() -> None:
+        nonlocal since_flush
+        result = await apply_messages(store, pending)
+        report_chunk(store, pending, numbers, result, shown)
+        tally.outcomes.update(m.status for m in result.messages)
+        tally.changes += len(result.records)
+        since_flush += len(pending)
+        pending.clear()
+        numbers.clear()
 
-        for number, message in reader:
-            tally.lines, tally.read = number, number - first
-            if message is None:
-                tally.bad += 1
-                continue
-            pending.append(message)
-            numbers.append(number)
-            if len(pending) >= BATCH:
-                await rate()
-                shown.tick()
-                if since_flush >= chunk:
-                    await store.flush(reader.position(head, origin.name))
-                    tally.committed += since_flush
-                    since_flush = 0
-                    flushes += 1
-                    if stop_after is not None and flushes >= stop_after:
-                        await store.written_so_far()
-                        raise Interrupted(f"stopped after {flushes} chunks")
-        if pending:
+    for number, message in reader:
+        tally.lines, tally.read = number, number - first
+        if message is None:
+            tally.bad += 1
+            continue
+        pending.append(message)
+        numbers.append(number)
+        if len(pending) >= BATCH:
             await rate()
-        await store.flush(reader.position(head, origin.name, finished=True))
-        await store.written_so_far()
-        tally.committed += since_flush
-    finally:
-        shown.end()
+            shown.tick()
+            if since_flush >= chunk:
+                await store.flush(reader.position(origin.head_digest, origin.name))
+                since_flush = 0
+                flushes += 1
+                if stop_after is not None and flushes >= stop_after:
+                    await store.written_so_far()
+                    raise Interrupted(f"stopped after {flushes} chunks")
+    if pending:
+        await rate()
+    await store.flush(reader.position(origin.head_digest, origin.name, finished=True))
+    await store.written_so_far()
 
 
 def _counts(t: Tally) -> str:
@@ -268,7 +287,8 @@ Example: rating-worker backfill history.jsonl --database-url postgresql://rating
     p.add_argument("file", help="the history: CloudEvents JSON lines, oldest first")
     p.add_argument("--database-url", help="PostgreSQL URL [env DATABASE_URL]")
     p.add_argument("--chunk", type=int, default=CHUNK, metavar="N",
-                   help=f"messages per transaction (default {CHUNK:,}): a crash loses at most the chunk in flight")
+                   help=f"messages per transaction (default {CHUNK:,}): a crash loses the work since the last chunk "
+                        f"committed (at most two: the one being written, the one being rated)")
     p.add_argument("--publish", action="store_true",
                    help="publish the history's rating.changed too: its changes go to the outbox, and the worker's "
                         "relay publishes them (by default a history is not published)")

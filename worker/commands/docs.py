@@ -6,7 +6,7 @@ import argparse
 import calendar
 import sys
 
-from worker.ratings import chesskite, chesstempo, csr, elo, fairplay, fide, glicko1, glicko2, tsr, uscf
+from worker.ratings import chesskite, chesstempo, csr, elo, fide, glicko1, glicko2, registry, tsr, uscf
 from worker.ratings.inputs import EventFinished, GameFinished, TeamGames, TimeControl, TurboPlayer
 from worker.ratings.parameters import changed_values
 from worker.ratings.state import RatingState, StateKey
@@ -327,10 +327,10 @@ def uscf_event_time(day: str) -> float:
 def parameter_sets() -> str:
     """Every system's dated parameter sets (worker.ratings.parameters), oldest first: what each changed."""
     rows = []
-    for title, module in (("CSR", csr), ("TSR", tsr), ("US Chess", uscf), ("FIDE", fide), ("ChessKite", chesskite),
-                          ("Chess Tempo", chesstempo), ("Fair-play corrections", fairplay)):
+    for name, declarer in registry.DECLARERS.items():
+        title = next((s.title for s in registry.SYSTEMS if s.name == name), "") or "Fair-play corrections"
         previous = None
-        for chosen in module.PARAMETER_SETS:
+        for chosen in declarer.sets:
             since = "the beginning" if chosen.effective_from is None else chosen.effective_from.replace("T00:00:00Z", "")
             if previous is None:
                 changes = "the first set"

@@ -58,7 +58,7 @@ def read_params(path: str) -> tuple[str, dict[str, ParameterSet]]:
     for system, values in data.items():
         if system not in DECLARERS:
             raise ParamsFileError(f"{path}: {system!r} is not a system with parameters ({', '.join(DECLARERS)})")
-        latest = DECLARERS[system][0][-1]
+        latest = DECLARERS[system].sets[-1]
         if not isinstance(values, dict) or not values:
             raise ParamsFileError(f"{path}: {system}: an object of parameter -> value")
         known = {f.name: getattr(latest.params, f.name) for f in dataclasses.fields(latest.params)}
@@ -238,8 +238,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         source.close()
     # The scores first: a picture that fails must not lose them.
-    listed = [{**asdict(s), "parameters": label} if what_ifs else asdict(s)
-              for label, results in runs.items() for s in results]
+    listed = [{**asdict(s), "parameters": label} for label, results in runs.items() for s in results]
     emit(args.json, listed, report(runs, terminal_width()))
     if args.plot:
         return _draw(runs, args.plot)

@@ -69,7 +69,8 @@ def figure(player_id: str, series: Sequence[Series]):
     return fig
 
 
-STYLES = ("-", "--", ":", "-.")  # the line of each run of a calibration: declared, then each --params
+STYLES = ("-", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # each run of a calibration: declared, then each --params
+# (the diagonal's "--" is none of them)
 
 
 def calibration_figure(runs: Mapping[str, Sequence[Scores]]):

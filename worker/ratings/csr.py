@@ -9,7 +9,7 @@ from functools import partial
 
 from worker.ratings import glicko2
 from worker.ratings.inputs import GameFinished, TimeControl
-from worker.ratings.parameters import ParameterSet, Timeline
+from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import Imports, Prediction, RatingSystem
 
@@ -263,12 +263,4 @@ def declare(chosen: ParameterSet) -> RatingSystem:
 PARAMETER_SETS = (
     ParameterSet("csr-1", None, PARAMS, "the seed's parameter table (RULES.md, CSR)."),
 )
-_TIMELINE = Timeline([(s.starts_at, s.params) for s in PARAMETER_SETS])
-
-
-def params_at(t: float) -> CsrParams:
-    """CSR's parameters in effect at t (epoch seconds): what a fair-play refund at t applies."""
-    return _TIMELINE.at(t)
-
-
 SYSTEM = declare(PARAMETER_SETS[-1])

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from worker.ratings import csr
 from worker.ratings.inputs import AccountClosed, GameSide
@@ -91,20 +92,26 @@ def refunded_state(before: RatingState, points: float, params: csr.CsrParams = c
     return before._replace(rating=rating, peak=peak, version=before.version + 1)
 
 
+def _seed_csr(t: float) -> csr.CsrParams:
+    return csr.PARAMS
+
+
 def rate_closure(
     closure: AccountClosed,
     states: Mapping[StateKey, RatingState],
     closed: Mapping[str, float] = {},  # noqa: B006 - read-only
     params: FairPlayParams = PARAMS,
+    csr_rules: Callable[[float], csr.CsrParams] = _seed_csr,
 ) -> Outcome:
     """Refund the account's victims and freeze it; any other reason, or a second closure, changes nothing.
-    The refunded ratings follow CSR's rules (floor, peak) with CSR's parameters in effect at the closure."""
+    The refunded ratings follow CSR's rules (floor, peak) with `csr_rules(closed_at)`: CSR's parameters in
+    effect at the closure (the registry passes them; the seed's table when called alone)."""
     if closure.reason != FAIR_PLAY:
         return Outcome(unrated_reason="not_fair_play")
     if closure.player_id in closed:
         return Outcome(unrated_reason="already_closed")
     changes = []
-    rules = csr.params_at(closure.closed_at)
+    rules = csr_rules(closure.closed_at)
     for (victim, cat), lost in sorted(losses(closure, closed, params).items()):
         key = StateKey(victim, params.system, cat)
         before = states.get(key)
@@ -128,13 +135,20 @@ def with_games(closure: AccountClosed, games: tuple[GameSide, ...]) -> AccountCl
     return dataclasses.replace(closure, games=games)
 
 
-def declare(chosen: ParameterSet) -> RatingSystem:
-    """Fair-play corrections as this parameter set declares them (worker.ratings.parameters). Not a rating of
-    its own: its changes are the refunded CSR ratings (no categories, no imports)."""
+#: The systems whose parameters a refund applies: CSR's floor and provisional rules, as in effect at the closure.
+DEPENDS_ON = (csr.NAME,)
+
+
+def declare(chosen: ParameterSet, params_of: Callable[[str, float], Any] | None = None) -> RatingSystem:
+    """Fair-play corrections as this parameter set declares them (worker.ratings.parameters), with CSR's rules
+    from `params_of` (the registry's: CSR's set in effect at the closure; None: the seed's). Not a rating of
+    its own: its changes are the refunded CSR ratings (no categories, no imports); a refund's record names the
+    fair-play set, and the CSR set it applied is the one in effect at the closure's time."""
     p = chosen.params
+    csr_rules = _seed_csr if params_of is None else partial(params_of, csr.NAME)
     return RatingSystem(
         "fairplay", ("account.closed",), partial(players, params=p), partial(state_keys, params=p),
-        partial(rate_closure, params=p), cause_time=operator.attrgetter("closed_at"),
+        partial(rate_closure, params=p, csr_rules=csr_rules), cause_time=operator.attrgetter("closed_at"),
         history=partial(history_query, params=p), with_history=with_games, parameters=chosen.name,
         history_kept=HistoryKept(p.system, p.cause_type, p.window_days * DAY),
     )

@@ -685,8 +685,8 @@ def predict(event: EventFinished, states: Mapping[StateKey, RatingState], params
             ) -> tuple[Prediction, ...]:
     """White's expected score of each game of a rated event between two players with a published rating of the
     type (section 8.1.2's table with the 400-point rule), from the list in force at the event's start, against
-    his score; games that do not count (an account closed, rapid/blitz's 600-point rule) are left out, and so
-    are those of an unrated player, whose rating the event makes."""
+    his score; rapid/blitz's 600-point rule leaves a game out, and so does an unrated player, whose rating the
+    event makes. (Closed accounts are not known here: `evaluate` scores only the messages applied.)"""
     if not event.rated or event.rating_type not in CATEGORIES:
         return ()
     cat, at, in_force = event.rating_type, event.finished_at, list_in_force(event)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -83,12 +84,19 @@ class Timeline(Generic[T]):
 
 
 def check_sets(system: str, sets: Sequence[ParameterSet]) -> None:
-    """A system's sets as the registry takes them: named, dated in order, the first from the beginning."""
+    """A system's sets as the registry takes them: named `<system>-<n>`, dated in UTC and in order, the first
+    from the beginning."""
     if not sets or sets[0].effective_from is not None:
         raise ValueError(f"{system}: the first parameter set is in effect from the beginning (effective_from None)")
     names = [s.name for s in sets]
     if len(set(names)) != len(names):
         raise ValueError(f"{system}: parameter set names must differ: {names}")
+    for s in sets:
+        if not re.fullmatch(rf"{re.escape(system)}-[0-9]+", s.name):
+            raise ValueError(f"{system}: a parameter set is named {system}-<n> (rating.changed's pattern), not {s.name!r}")
+        if s.effective_from is not None and not s.effective_from.endswith("Z"):
+            raise ValueError(f"{system}: {s.name} takes effect from a UTC time ('...Z'), not {s.effective_from!r}: "
+                             f"a time without a zone would move with the host's")
     if any(type(s.params) is not type(sets[0].params) for s in sets):
         raise ValueError(f"{system}: every parameter set holds the same kind of parameters")
     Timeline([(s.starts_at, s) for s in sets])  # their dates increase

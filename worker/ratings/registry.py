@@ -15,9 +15,11 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import worker.ratings
 from worker.ratings import imports
@@ -25,16 +27,24 @@ from worker.ratings.inputs import Message
 from worker.ratings.parameters import ParameterSet, Timeline, check_sets
 from worker.ratings.system import RatingSystem
 
-__all__ = ["DECLARERS", "KINDS", "REGISTRY", "SYSTEMS", "TIMELINES", "every_declaration", "kind_of", "rated_with",
-           "system_for"]
+__all__ = ["DECLARED_SETS", "DECLARERS", "KINDS", "REGISTRY", "SYSTEMS", "TIMELINES", "declare_systems",
+           "every_declaration", "kind_of", "kinds", "rated_with", "system_for"]
 
 
-#: system name -> (its parameter sets, how the system is declared from one), for the systems with dated sets
-DECLARERS: dict[str, tuple[tuple[ParameterSet, ...], Callable[[ParameterSet], RatingSystem]]] = {}
+@dataclass(frozen=True)
+class Declarer:
+    """How a module with dated parameter sets declares its system (worker.ratings.parameters)."""
+
+    sets: tuple[ParameterSet, ...]  # its PARAMETER_SETS
+    declare: Callable[..., RatingSystem]  # declare(chosen) or, with depends_on, declare(chosen, params_of)
+    # other systems whose parameters its rules apply (fair play: CSR's floor); declare then gets
+    # params_of(system, t): that system's parameters in effect at t
+    depends_on: tuple[str, ...] = ()
 
 
-def _declared() -> dict[str, Timeline[RatingSystem]]:
-    found: dict[str, Timeline[RatingSystem]] = {}
+def _modules() -> tuple[dict[str, Declarer], dict[str, RatingSystem]]:
+    declarers: dict[str, Declarer] = {}
+    fixed: dict[str, RatingSystem] = {}
     for info in pkgutil.iter_modules(worker.ratings.__path__):
         module = importlib.import_module(f"worker.ratings.{info.name}")
         system = getattr(module, "SYSTEM", None)
@@ -42,16 +52,38 @@ def _declared() -> dict[str, Timeline[RatingSystem]]:
             continue
         sets = getattr(module, "PARAMETER_SETS", None)
         if sets is None:
-            found[system.name] = Timeline([(-math.inf, system)])
+            fixed[system.name] = system
             continue
         check_sets(system.name, sets)
-        found[system.name] = Timeline([(s.starts_at, module.declare(s)) for s in sets])
-        DECLARERS[system.name] = (tuple(sets), module.declare)
+        declarers[system.name] = Declarer(tuple(sets), module.declare, tuple(getattr(module, "DEPENDS_ON", ())))
+    return dict(sorted(declarers.items())), fixed
+
+
+#: system name -> how it is declared from its parameter sets (the systems with dated sets: all, today)
+DECLARERS, _FIXED = _modules()
+
+#: system name -> its parameter sets as declared
+DECLARED_SETS: Mapping[str, tuple[ParameterSet, ...]] = MappingProxyType({n: d.sets for n, d in DECLARERS.items()})
+
+
+def declare_systems(sets: Mapping[str, Sequence[ParameterSet]]) -> dict[str, Timeline[RatingSystem]]:
+    """Every system declared from these parameter sets (system name -> its sets, in order), each in effect
+    from its set's date: the registry's own, or a what-if's."""
+    params = {name: Timeline([(s.starts_at, s.params) for s in chosen]) for name, chosen in sets.items()}
+
+    def params_of(system: str, t: float):
+        return params[system].at(t)
+
+    found = {name: Timeline([(-math.inf, system)]) for name, system in _FIXED.items()}
+    for name, chosen in sets.items():
+        d = DECLARERS[name]
+        found[name] = Timeline([(s.starts_at, d.declare(s, params_of) if d.depends_on else d.declare(s))
+                                for s in chosen])
     return dict(sorted(found.items()))
 
 
 #: system name -> the system as declared from each of its parameter sets, in effect from their dates.
-TIMELINES: dict[str, Timeline[RatingSystem]] = _declared()
+TIMELINES: dict[str, Timeline[RatingSystem]] = declare_systems(DECLARED_SETS)
 
 #: Every declared system (as its latest parameter set declares it), by name.
 SYSTEMS: tuple[RatingSystem, ...] = tuple(t.items()[-1] for t in TIMELINES.values())
@@ -72,7 +104,8 @@ def _sweeper(system: RatingSystem) -> RatingSystem:
                         parameters=system.parameters)
 
 
-def _registry(timelines: Mapping[str, Timeline[RatingSystem]]) -> dict[str, Timeline[RatingSystem]]:
+def kinds(timelines: Mapping[str, Timeline[RatingSystem]]) -> dict[str, Timeline[RatingSystem]]:
+    """Message kind -> the systems that rate it, from the systems' timelines (their imports and sweeps too)."""
     registry: dict[str, Timeline[RatingSystem]] = {}
     for timeline in timelines.values():
         system = timeline.first  # what it rates does not change with its parameters
@@ -89,10 +122,11 @@ def _registry(timelines: Mapping[str, Timeline[RatingSystem]]) -> dict[str, Time
 
 
 #: message kind -> the systems that rate it, each in effect from its parameter set's date.
-KINDS: dict[str, Timeline[RatingSystem]] = _registry(TIMELINES)
+KINDS: dict[str, Timeline[RatingSystem]] = kinds(TIMELINES)
 
-#: message kind -> the system that rates it (as its latest parameter set declares it).
-REGISTRY: dict[str, RatingSystem] = {kind: timeline.items()[-1] for kind, timeline in KINDS.items()}
+#: message kind -> the system that rates it as its latest parameter set declares it (to look at: system_for
+#: reads KINDS, by the message's time).
+REGISTRY: Mapping[str, RatingSystem] = MappingProxyType({kind: t.items()[-1] for kind, t in KINDS.items()})
 
 
 def kind_of(message: Message) -> str:
@@ -104,20 +138,22 @@ def kind_of(message: Message) -> str:
     return message.type
 
 
-# What-ifs (`rating-worker evaluate --params`): kinds rated by other parameters than the declared ones, in
-# the context that asked for them only.
-_WHAT_IF: ContextVar[Mapping[str, Timeline[RatingSystem]] | None] = ContextVar("what_if", default=None)
+# What-ifs (`rating-worker evaluate --params`): every system declared again with other parameters (timelines,
+# kinds), in the context that asked for them only.
+_WHAT_IF: ContextVar[tuple[dict[str, Timeline[RatingSystem]], dict[str, Timeline[RatingSystem]]] | None] = \
+    ContextVar("what_if", default=None)
 
 
 @contextmanager
 def rated_with(chosen: Mapping[str, ParameterSet]) -> Iterator[None]:
     """Within this block (this context: the task and what it starts), rate every message of these systems
-    with these parameter sets, whatever its time: a what-if of `rating-worker evaluate --params`."""
+    with these parameter sets, whatever its time, and every system that applies their rules with them too (a
+    fair-play refund, CSR's floor): a what-if of `rating-worker evaluate --params`."""
     unknown = sorted(set(chosen) - set(DECLARERS))
     if unknown:
         raise ValueError(f"no parameter sets to replace for {', '.join(unknown)} (systems: {', '.join(DECLARERS)})")
-    replaced = {name: Timeline([(-math.inf, DECLARERS[name][1](s))]) for name, s in chosen.items()}
-    token = _WHAT_IF.set(_registry(replaced))
+    timelines = declare_systems({**DECLARED_SETS, **{name: (s,) for name, s in chosen.items()}})
+    token = _WHAT_IF.set((timelines, kinds(timelines)))
     try:
         yield
     finally:
@@ -127,11 +163,8 @@ def rated_with(chosen: Mapping[str, ParameterSet]) -> Iterator[None]:
 def system_for(message: Message) -> RatingSystem | None:
     """The system that rates this message (declared from the parameter set in effect at the message's own
     time), or None when this version of the worker has none."""
-    kind = kind_of(message)
     what_if = _WHAT_IF.get()
-    timeline = what_if.get(kind) if what_if is not None else None
-    if timeline is None:
-        timeline = KINDS.get(kind)
+    timeline = (KINDS if what_if is None else what_if[1]).get(kind_of(message))
     if timeline is None:
         return None
     if timeline.only is not None:
@@ -140,5 +173,8 @@ def system_for(message: Message) -> RatingSystem | None:
 
 
 def every_declaration() -> list[RatingSystem]:
-    """Every system as each of its parameter sets declares it (what a store keeps for any of them)."""
-    return [system for timeline in TIMELINES.values() for system in timeline.items()]
+    """Every system as each of its parameter sets declares it, a what-if's in its context (what a store
+    keeps for any of them: the history a fair-play window reads)."""
+    what_if = _WHAT_IF.get()
+    return [system for timeline in (TIMELINES if what_if is None else what_if[0]).values()
+            for system in timeline.items()]

@@ -130,10 +130,13 @@ class BulkStore(MemoryStore):
                         self.closures[player_id] = closed_at
 
     async def close(self) -> None:
+        """End (a run stopped part way: the write in flight is rolled back; one that failed has raised
+        already, or is being raised by the caller) and close the pool."""
         try:
-            if self._write is not None and not self._write.done():
-                self._write.cancel()
-                await asyncio.gather(self._write, return_exceptions=True)
+            if self._write is not None:
+                if not self._write.done():
+                    self._write.cancel()
+                await asyncio.gather(self._write, return_exceptions=True)  # its outcome taken: no "never retrieved"
         finally:
             await self._pool.close()
 
