@@ -26,9 +26,7 @@ from dataclasses import dataclass, field
 
 from worker.commands.operator import UsageError, command
 from worker.commands.progress import Progress
-from worker.commands.replay import report_chunk
-from worker.contract.decode import decode_rateable
-from worker.contract.reasons import BadMessage
+from worker.commands.replay import decode_line, report_chunk
 from worker.engine import apply_messages
 from worker.ratings.inputs import Message
 from worker.store.bulk import BulkStore, Position
@@ -59,7 +57,7 @@ class Tally:
 
 
 class HistoryReader:
-    """The file's lines from an offset on, as (line number, message); bad ones reported and skipped. Its
+    """The file's lines from an offset on, as (line number, message or None for a bad line, reported). Its
     attributes say where it stands (an offset after a whole line, the line number and the digest of every
     byte before), up to date whenever it yields."""
 
@@ -72,33 +70,20 @@ class HistoryReader:
 
     def _check_prefix(self, start: Position) -> None:
         """Read the bytes done before, as the digest covers them: the file must be the one it was."""
-        left = start.bytes_done
-        while left:
-            block = self.file.read(min(left, 1 << 20))
-            if not block:
-                break
-            self.digest.update(block)
-            left -= len(block)
-        if left or self.digest.hexdigest() != start.digest:
+        if not hash_prefix(self.file, start.bytes_done, self.digest) or self.digest.hexdigest() != start.digest:
             raise BackfillError(f"{start.name}: its first {start.bytes_done:,} bytes are not those backfilled "
                                 f"before (the file was changed): restore it, or backfill into a new database")
         self.offset, self.line = start.bytes_done, start.lines_done
 
-    def __iter__(self) -> Iterator[tuple[int, Message]]:
+    def __iter__(self) -> Iterator[tuple[int, Message | None]]:
+        """(line number, its message, or None for a bad line, reported); blank lines are skipped."""
         for raw in self.file:
             self.digest.update(raw)
             self.offset += len(raw)
             self.line += 1
             text = raw.strip()
-            if not text:
-                continue
-            try:
-                message, _ = decode_rateable(text)
-            except BadMessage as exc:
-                self.errors.write(f"line {self.line}: {exc.error_class}: {exc.reason}\n")
-                yield self.line, None
-                continue
-            yield self.line, message
+            if text:
+                yield self.line, decode_line(self.line, text, self.errors)
 
     def position(self, head: str, name: str, finished: bool = False) -> Position:
         return Position(head, name, self.digest.hexdigest(), self.offset, self.line, finished)
@@ -109,17 +94,22 @@ def head_digest(path: str) -> str:
         return hashlib.sha256(f.read(HEAD_BYTES)).hexdigest()
 
 
+def hash_prefix(f, size: int, digest) -> bool:
+    """Feed the next `size` bytes of `f` to `digest`, a MiB at a time; False when the file ends first."""
+    while size:
+        block = f.read(min(size, 1 << 20))
+        if not block:
+            return False
+        digest.update(block)
+        size -= len(block)
+    return True
+
+
 def prefix_digest(path: str, size: int) -> str | None:
     """The digest of the file's first `size` bytes (None when it is shorter)."""
-    digest, left = hashlib.sha256(), size
+    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        while left:
-            block = f.read(min(left, 1 << 20))
-            if not block:
-                return None
-            digest.update(block)
-            left -= len(block)
-    return digest.hexdigest()
+        return digest.hexdigest() if hash_prefix(f, size, digest) else None
 
 
 async def where_to_start(conn, path: str, head: str, name: str, publish: bool) -> Position | None:

@@ -43,18 +43,21 @@ def dedupe_window(text: str) -> float | None:
     return seconds
 
 
+def decode_line(number: int, line: bytes, errors) -> Message | None:
+    """The message of a (stripped, non-blank) line, or None: a bad line, reported with its number and reason."""
+    try:
+        return decode_rateable(line)[0]
+    except BadMessage as exc:
+        errors.write(f"line {number}: {exc.error_class}: {exc.reason}\n")
+        return None
+
+
 def decoded_lines(lines: Iterable[bytes], errors) -> Iterator[tuple[int, Message]]:
     """Valid messages in order; a bad line is reported with its number and reason, and skipped."""
     for number, line in enumerate(lines, start=1):
         line = line.strip()
-        if not line:
-            continue
-        try:
-            message, _ = decode_rateable(line)
-        except BadMessage as exc:
-            errors.write(f"line {number}: {exc.error_class}: {exc.reason}\n")
-            continue
-        yield number, message
+        if line and (message := decode_line(number, line, errors)) is not None:
+            yield number, message
 
 
 def fair_play_closures(lines: Iterable[bytes]) -> dict[str, tuple[float, float]]:

@@ -93,7 +93,8 @@ def check_sets(system: str, sets: Sequence[ParameterSet]) -> None:
         raise ValueError(f"{system}: parameter set names must differ: {names}")
     for s in sets:
         if not re.fullmatch(rf"{re.escape(system)}-[0-9]+", s.name):
-            raise ValueError(f"{system}: a parameter set is named {system}-<n> (rating.changed's pattern), not {s.name!r}")
+            raise ValueError(f"{system}: a parameter set is named {system}-<n> (rating.changed's pattern), "
+                             f"not {s.name!r}")
         if s.effective_from is not None and not s.effective_from.endswith("Z"):
             raise ValueError(f"{system}: {s.name} takes effect from a UTC time ('...Z'), not {s.effective_from!r}: "
                              f"a time without a zone would move with the host's")

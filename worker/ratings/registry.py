@@ -3,8 +3,9 @@
 Every module of worker.ratings that ends with `SYSTEM = RatingSystem(...)` is found here by itself
 (nothing to add to a list). A module with dated parameter sets (`PARAMETER_SETS` and `declare`,
 worker.ratings.parameters) is declared once per set, and a message is rated by the system of the set in
-effect at its own time (its cause time); `SYSTEMS` holds each system as its latest set declares it. A system with import rules also takes the `rating.imported` of its name
-(worker.ratings.imports), and a system with a sweep the sweep's message (`rating.period_closed/<system>`,
+effect at its own time (its cause time); `SYSTEMS` holds each system as its latest set declares it. A
+system with import rules also takes the `rating.imported` of its name (worker.ratings.imports), and a
+system with a sweep the sweep's message (`rating.period_closed/<system>`,
 applied by worker.engine.sweep). A message's kind is its type, with the discriminator that picks the
 system for the types several systems share: `event.finished/<kind>`, `puzzle.attempted/<system>`,
 `rating.imported/<system>`, `rating.period_closed/<system>`.

@@ -36,6 +36,7 @@ from worker.store.base import ProcessedMessage
 from worker.store.memory import MemoryStore, _MemoryTx
 from worker.store.postgres import (
     FAIR_PLAY,
+    ChangeRow,
     PostgresTx,
     change_rows,
     copy_staged,
@@ -48,8 +49,6 @@ from worker.store.queries import QUERIES
 
 __all__ = ["BulkStore", "Chunk", "Position"]
 
-# Positions in a `staged_changes` row (postgres.change_rows) that a refund's history reads.
-_PLAYER, _SYSTEM, _CATEGORY, _RATING, _DELTA, _CAUSE_TYPE, _SOURCE, _ID, _REF, _AT = 2, 3, 4, 6, 7, 8, 9, 10, 11, 12
 
 
 @dataclass(frozen=True)
@@ -177,14 +176,7 @@ class BulkStore(MemoryStore):
         await self.written_so_far()
         async with self._pool.acquire() as conn:
             stored = await PostgresTx(conn).games_with(query)
-        rows = self.chunk.changes
-        causes = {
-            (r[_SOURCE], r[_ID]) for r in rows
-            if r[_PLAYER] == query.player_id and r[_SYSTEM] == query.system and r[_CAUSE_TYPE] == query.cause_type
-            and r[_REF] is not None and query.since <= r[_AT] <= query.until
-        }
-        return stored + [GameSide(r[_SOURCE], r[_ID], r[_PLAYER], r[_CATEGORY], r[_DELTA], r[_AT])
-                         for r in rows if r[_SYSTEM] == query.system and (r[_SOURCE], r[_ID]) in causes]
+        return stored + _games_in(self.chunk.changes, query)
 
     def next_row_ids(self, n: int) -> list[int]:
         return []  # the history's rows are not published by the engine's caller
@@ -238,12 +230,24 @@ class BulkStore(MemoryStore):
         self._writing = None
 
 
+def _games_in(rows: list[tuple], query: HistoryQuery) -> list[GameSide]:
+    """games_with's answer among history rows not yet in the database (`change_rows`), as queries.sql gives
+    it: both sides of the player's games of that type in the window, in the rows' order."""
+    c = ChangeRow
+    causes = {(r[c.SOURCE], r[c.ID]) for r in rows
+              if r[c.PLAYER] == query.player_id and r[c.SYSTEM] == query.system and r[c.CAUSE_TYPE] == query.cause_type
+              and r[c.REF] is not None and query.since <= r[c.AT] <= query.until}
+    return [GameSide(r[c.SOURCE], r[c.ID], r[c.PLAYER], r[c.CATEGORY], r[c.DELTA], r[c.AT])
+            for r in rows if r[c.SYSTEM] == query.system and (r[c.SOURCE], r[c.ID]) in causes]
+
+
 def _check_finite(chunk: Chunk) -> None:
     """Refuse NaN and infinities before they reach the database (as the worker's store does): a change's
     numbers come from its state's, so the states and the changes' sums say it."""
     total = sum(v.rating + (v.rd or 0.0) + (v.volatility or 0.0) + (v.peak or 0.0) + (v.last_at or 0.0)
                 for v in chunk.states.values())
-    total += sum((r[_RATING] or 0.0) + r[_DELTA] + r[_AT] for r in chunk.changes) + sum(chunk.closures.values())
+    c = ChangeRow
+    total += sum((r[c.RATING] or 0.0) + r[c.DELTA] + r[c.AT] for r in chunk.changes) + sum(chunk.closures.values())
     if not math.isfinite(total):
         bad = next((k for k, v in chunk.states.items() if not math.isfinite(sum(
             x for x in (v.rating, v.rd, v.volatility, v.peak, v.last_at) if x is not None))), None)

@@ -234,6 +234,12 @@ def change_rows(records: Sequence[ChangeRecord], start: int = 0) -> list[tuple]:
     ]  # fmt: skip
 
 
+class ChangeRow:
+    """Positions in a `change_rows` row (staged_changes' columns), for code that reads the rows back."""
+
+    PLAYER, SYSTEM, CATEGORY, RATING, DELTA, CAUSE_TYPE, SOURCE, ID, REF, AT = 2, 3, 4, 6, 7, 8, 9, 10, 11, 12
+
+
 def processed_rows(processed: Sequence[ProcessedMessage]) -> list[tuple]:
     """`staged_processed` rows of these processed messages."""
     return [(m.source, m.id, m.type, m.outcome, m.reason, m.duplicates, m.ref) for m in processed]
