@@ -292,4 +292,22 @@ def test_every_system_with_games_or_attempts_to_predict_is_evaluated():
     from worker.dev.streams import every_type
 
     systems = {s.system for s in asyncio.run(evaluate(every_type(), StreamStore(), errors=io.StringIO()))}
-    assert systems == {"csr", "fide", "uscf", "chesskite", "chesstempo"}  # TSR does not predict (yet)
+    assert systems == {"csr", "tsr", "fide", "uscf", "chesskite", "chesstempo"}
+
+
+def test_tsr_predicts_each_field_comparison_once_per_pair():
+    from datetime import UTC, datetime
+
+    from worker.contract.decode import decode_rateable
+    from worker.dev.streams import turbo_event
+    from worker.ratings import glicko2, tsr
+
+    line = turbo_event(1, [("ann", 0.65, 12, (1, 0, 1)), ("ben", 0.645, 12, (1, 0, 1)), ("cy", 0.40, 12, (0, 0, 2)),
+                           ("dee", 0.90, 3, (2, 0, 0))], datetime(2026, 3, 1, tzinfo=UTC))  # dee: too few votes
+    event = decode_rateable(orjson.dumps(line))[0].payload
+    stored = {tsr.key("ann"): RatingState(1700.0, 80.0, 0.06, 20, None, event.finished_at, 20)}
+    got = tsr.predict(event, stored)
+    assert [p.observed for p in got] == [0.5, 1.0, 1.0]  # ann-ben within the margin, ann-cy, ben-cy
+    start = tsr.start_state()
+    assert got[0].expected == pytest.approx(glicko2.expected_score(1700.0, 1500.0, math.hypot(80.0, start.rd)))
+    assert tsr.predict(dataclasses.replace(event, rated=False), stored) == ()

@@ -2,8 +2,8 @@
 
 It replays the history as `replay` does (the same engine, the streaming store, the same chunks), and the
 engine says what each message's system expected of it just before rating it (RatingSystem.predict: CSR,
-FIDE and US Chess White's expected score of each game, ChessKite and Chess Tempo the player's against the
-puzzle), against the ratings of every message before it; each prediction of a message applied is scored
+FIDE and US Chess White's expected score of each game, TSR each field comparison, ChessKite and Chess Tempo
+the player's against the puzzle), against the ratings of every message before it; each prediction of a message applied is scored
 against the result (worker.commands.evaluation). `--params` replays the history again per what-if, its
 systems declared from those parameters for every message (registry.rated_with), and the runs are shown side
 by side.
@@ -129,8 +129,8 @@ def report(runs: dict[str, list[Scores]], width: int | None) -> str:
     """The scores of every run (a label per parameter choice: DECLARED, then each --params), side by side:
     per system a table of its categories (a row per run), then the calibration of each."""
     if not any(runs.values()):
-        return ("nothing predicted: no valid message of a system that predicts (CSR games, FIDE and US Chess "
-                "events, ChessKite and Chess Tempo attempts) was applied (bad lines are reported on stderr)")
+        return ("nothing predicted: no rated game, event or puzzle attempt was applied (bad lines are reported "
+                "on stderr)")
     several = len(runs) > 1
 
     def prose(text: str) -> str:
@@ -265,9 +265,9 @@ def add_parser(sub) -> None:
         "Replay CloudEvents JSON lines (as `replay` does, same engine) and score, per system and category, what "
         "the ratings expected before each result against the result: log-loss, Brier score, how often the "
         "favourite won, calibration by tenth of the expected score, and for CSR White's mean score observed "
-        "against expected. Systems that predict: CSR (game.finished), FIDE and US Chess (each game of an event "
-        "between two rated players), ChessKite and Chess Tempo (puzzle.attempted: the player's expected score "
-        "against the puzzle); not TSR. --plot draws the calibration. With "
+        "against expected. What each system predicts: CSR a game, FIDE and US Chess each game of an event between "
+        "two rated players, TSR each field comparison of an event, ChessKite and Chess Tempo an attempt (the "
+        "player's expected score against the puzzle). --plot draws the calibration. With "
         "--params, the history is replayed once more per FILE with other parameters (a what-if), and the scores "
         "are shown side by side with those of the parameter sets as declared. "
         "Example: rating-worker evaluate history.jsonl --params white-50.json --plot calibration.png"))

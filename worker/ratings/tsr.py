@@ -15,6 +15,7 @@ order of the players in the message: every sum is taken in a fixed order or exac
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Context, Decimal
@@ -26,7 +27,7 @@ from worker.ratings import csr, glicko2
 from worker.ratings.inputs import EventFinished, TurboPlayer
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
-from worker.ratings.system import Imports, RatingSystem
+from worker.ratings.system import Imports, Prediction, RatingSystem
 
 NAME = "tsr"
 CATEGORY = "turbo"
@@ -358,6 +359,29 @@ def imported_state(imp, version: int, params: TsrParams = PARAMS) -> RatingState
     return RatingState(imp.rating, rd, vol, imp.games or 0, imp.peak, imp.last_played_at, version)
 
 
+def predict(event: EventFinished, states: Mapping[StateKey, RatingState], params: TsrParams = PARAMS
+            ) -> tuple[Prediction, ...]:
+    """Each field comparison of a rated event, once per pair (the player first by id): his expected score
+    against the other from the ratings the event is rated from (own RDs grown, the two combined as between
+    two rated players), against the comparison's result (a win when his agreement is above the other's by
+    more than the draw margin, a draw within it). The team part is not predicted."""
+    plans = plan_event(event, states, {}, params)
+    agreement = {p.player_id: _exact_decimal(p.agreement) for p in event.players}
+    margin = _exact_decimal(params.draw_margin)
+    out = []
+    for pid, mine in plans.items():
+        for other in mine.opponents:
+            if other < pid and pid in plans[other].opponents:
+                continue  # the pair, seen from the other's side already
+            theirs = plans[other]
+            rd = math.hypot(mine.own_rd, theirs.own_rd)
+            expected = glicko2.expected_score(mine.before.rating, theirs.before.rating, rd)
+            ahead = _EXACT.subtract(agreement[pid], agreement[other])
+            observed = 1.0 if ahead > margin else 0.0 if -ahead > margin else 0.5
+            out.append(Prediction(CATEGORY, expected, observed))
+    return tuple(out)
+
+
 def import_flags(state: RatingState, params: TsrParams = PARAMS) -> tuple[bool, float | None]:
     return state.rd > params.provisional_above, None
 
@@ -367,7 +391,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
     p = chosen.params
     return RatingSystem(
         NAME, ("event.finished/turbo_live",), players, state_keys, partial(rate_event, params=p), title="TSR",
-        categories=(CATEGORY,), parameters=chosen.name,
+        categories=(CATEGORY,), parameters=chosen.name, predict=partial(predict, params=p),
         imports=Imports(partial(imported_state, params=p), lambda imp, states: start_state(p),
                         partial(import_flags, params=p)),
     )
