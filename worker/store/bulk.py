@@ -9,8 +9,8 @@ for a whole history is asked of the database, exactly as the worker asks it:
 
 - whether a message was processed before: the chunks not yet committed first, then `processed_messages`
   (every id ever written, as the worker checks it: a duplicate any time later is still one);
-- the games a fair-play closure refunds: `rating_changes`, plus the chunk not yet committed (rare: the
-  write in progress is waited for first, so that no row is read twice or missed).
+- the games a fair-play closure refunds: `rating_changes`, plus the chunks not yet committed (a game the
+  database already returns is not taken from them twice).
 
 `flush` hands the chunk so far to a task that writes it in one transaction, with the same staging tables
 and `save` statement as the worker (so the rows are the worker's, to the byte), the new players' lock
@@ -172,11 +172,17 @@ class BulkStore(MemoryStore):
         return found
 
     async def games_of(self, query: HistoryQuery) -> list[GameSide]:
-        """The worker's answer (queries.sql, games_with): the database's rows, then the chunk's, in order."""
-        await self.written_so_far()
+        """The worker's answer (queries.sql, games_with): the database's rows, then those of the chunk being
+        written, then the current chunk's, in the order their ids will have. Without waiting for the write in
+        flight (a closure a day would otherwise stall the engine for a chunk's commit each): a game's sides are
+        all in one chunk, so a game the database returns is dropped from the chunks (the write committed while
+        the query ran); the chunks are looked at before the query, and a chunk leaves them only once committed."""
+        pending = [c.changes for c in (self._writing, self.chunk) if c is not None]
         async with self._pool.acquire() as conn:
             stored = await PostgresTx(conn).games_with(query)
-        return stored + _games_in(self.chunk.changes, query)
+        known = {(g.cause_source, g.cause_id) for g in stored}
+        return stored + [side for rows in pending for side in _games_in(rows, query)
+                         if (side.cause_source, side.cause_id) not in known]
 
     def next_row_ids(self, n: int) -> list[int]:
         return []  # the history's rows are not published by the engine's caller
