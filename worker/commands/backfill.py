@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from worker.commands.operator import UsageError, command
+from worker.commands.operator import UsageError, command, database_url
 from worker.commands.progress import Progress
 from worker.commands.replay import decode_line, report_chunk
 from worker.engine import apply_messages
@@ -240,15 +240,13 @@ def summary(name: str, t: Tally, seconds: float) -> str:
 
 @command
 async def main(args: argparse.Namespace) -> int:
-    from worker.commands.operator import _database_url
-
     if args.file == "-":
         raise UsageError("a backfill reads a file (it resumes where it stopped): not standard input")
     if not os.path.isfile(args.file):
         raise UsageError(f"{args.file}: no such file")
     if args.chunk < BATCH:
         raise UsageError(f"--chunk must be at least {BATCH:,} messages")
-    url = _database_url(args)
+    url = database_url(args)
     started = time.monotonic()
     try:
         tally = await backfill(args.file, url, args.chunk, args.publish, args.quiet)

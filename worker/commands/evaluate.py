@@ -70,7 +70,7 @@ def read_params(path: str) -> tuple[str, dict[str, ParameterSet]]:
                 raise ParamsFileError(f"{path}: {system}.{name} is a {type(was).__name__} ({was!r}), not {value!r}")
         params = dataclasses.replace(latest.params, **{k: float(v) if isinstance(known[k], float) else v
                                                        for k, v in values.items()})
-        chosen[system] = ParameterSet(f"{label}", None, params, f"what-if from {path}")
+        chosen[system] = ParameterSet(label, None, params, f"what-if from {path}")
     if not chosen:
         raise ParamsFileError(f"{path}: names no system's parameters")
     return label, chosen

@@ -23,7 +23,7 @@ from worker import config as config_mod
 
 MIN_COLUMN = 6  # the narrowest a column gives way to, or its header's width
 
-__all__ = ["UsageError", "add_common", "cell", "command", "connect", "emit", "kafka_settings", "table",
+__all__ = ["UsageError", "add_common", "cell", "command", "connect", "database_url", "emit", "kafka_settings", "table",
            "terminal_width"]
 
 
@@ -93,7 +93,7 @@ class UsageError(Exception):
     """A setting or argument the command can not work with: one line, exit 2."""
 
 
-def _database_url(args: argparse.Namespace) -> str:
+def database_url(args: argparse.Namespace) -> str:
     try:
         return config_mod.load_for_tool(args, database=True).database_url
     except config_mod.ConfigError as exc:
@@ -105,7 +105,7 @@ async def connect(args: argparse.Namespace):
 
     from worker.store.postgres import init_connection
 
-    conn = await asyncpg.connect(_database_url(args))
+    conn = await asyncpg.connect(database_url(args))
     await init_connection(conn)
     return conn
 

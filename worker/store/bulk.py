@@ -39,6 +39,7 @@ from worker.store.postgres import (
     ChangeRow,
     PostgresTx,
     change_rows,
+    check_finite,
     copy_staged,
     create_pool,
     processed_rows,
@@ -48,7 +49,6 @@ from worker.store.postgres import (
 from worker.store.queries import QUERIES
 
 __all__ = ["BulkStore", "Chunk", "Position"]
-
 
 
 @dataclass(frozen=True)
@@ -248,14 +248,9 @@ def _games_in(rows: list[tuple], query: HistoryQuery) -> list[GameSide]:
 
 
 def _check_finite(chunk: Chunk) -> None:
-    """Refuse NaN and infinities before they reach the database (as the worker's store does): a change's
-    numbers come from its state's, so the states and the changes' sums say it."""
-    total = sum(v.rating + (v.rd or 0.0) + (v.volatility or 0.0) + (v.peak or 0.0) + (v.last_at or 0.0)
-                for v in chunk.states.values())
+    """Refuse NaN and infinities before they reach the database: the states and closures as the worker's
+    store checks them (naming the culprit), the history rows (already rows) by their sum."""
+    check_finite(chunk.states, [], chunk.closures)
     c = ChangeRow
-    total += sum((r[c.RATING] or 0.0) + r[c.DELTA] + r[c.AT] for r in chunk.changes) + sum(chunk.closures.values())
-    if not math.isfinite(total):
-        bad = next((k for k, v in chunk.states.items() if not math.isfinite(sum(
-            x for x in (v.rating, v.rd, v.volatility, v.peak, v.last_at) if x is not None))), None)
-        raise ValueError(f"a rating that is not a finite number{f' ({tuple(bad)})' if bad else ''}: nothing of "
-                         f"this chunk is written")
+    if not math.isfinite(sum((r[c.RATING] or 0.0) + r[c.DELTA] + r[c.AT] for r in chunk.changes)):
+        raise ValueError("a change with a number that is not finite: nothing of this chunk is written")

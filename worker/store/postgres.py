@@ -190,7 +190,7 @@ class PostgresTx:
             return []
         self._check_locked(states, records, closures)
         # Checked here, not when staged: a plan's rows that are replaced (its check failed) are never written.
-        _check_finite(states, records, closures)
+        check_finite(states, records, closures)
         rows = await self._conn.fetch(QUERIES["save"], unrated_rows(processed), list(closures.items()), True)
         if not records:
             return []
@@ -280,11 +280,11 @@ def payload_of(row: asyncpg.Record) -> bytes:
     ))
 
 
-def _check_finite(
+def check_finite(
     states: dict[StateKey, RatingState], records: Sequence[ChangeRecord], closures: dict[str, float]
 ) -> None:
-    """Refuse NaN and infinities: JSON has no such numbers (orjson would write null), so they
-    would be stored as NULL, or fail a NOT NULL with a confusing message. One sum per field: any
+    """Refuse NaN and infinities (the worker's batches, backfill's chunks): JSON has no such numbers (orjson
+    would write null), so they would be stored as NULL, or fail a NOT NULL with a confusing message. One sum per field: any
     non-finite term makes the sum non-finite; only then look for the culprit."""
     total = 0.0
     for v in states.values():
