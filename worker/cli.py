@@ -4,6 +4,7 @@ leaderboard, outbox, dlq). `rating-worker COMMAND --help` explains each; each li
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from worker.commands import COMMANDS
@@ -12,21 +13,26 @@ from worker.commands import COMMANDS
 LONG_RUNNING = frozenset({"run", "replay", "backfill", "import", "demo"})
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser, or only that command's (its module alone is imported: worker.commands)."""
     parser = argparse.ArgumentParser(
         prog="rating-worker",
         description="Streaming chess rating service: consumes game/event/puzzle messages from Kafka, "
         "rates them in one PostgreSQL transaction per batch and publishes rating.changed.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.add_parser(sub)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(f"worker.commands.{module}").add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """The process's entry point (`rating-worker`, `python -m worker`); tests call a command's function."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # The first argument names a command: build its parser alone (anything else, `--help` or a typo, gets
+    # the whole list).
+    args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     if args.command in LONG_RUNNING:
         from worker.runtime import tune_for_throughput
 

@@ -17,12 +17,11 @@ import stat
 import sys
 import time
 from collections.abc import Callable
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import BarColumn, TaskProgressColumn, TextColumn
-from rich.progress import Progress as Bar
-from rich.table import Column
+if TYPE_CHECKING:
+    from rich.progress import Progress as Bar
+
 
 __all__ = ["Progress", "file_position"]
 
@@ -126,6 +125,13 @@ class Progress:
         rate = f"{self.count() / elapsed:,.0f} {self.unit}/s"
         left = self._left(elapsed, done) + " left" if done is not None and done > self._from else ""
         if self._bar is None:
+            # Imported at the first bar, not with the command: rich takes a tenth of a second to import,
+            # which a run that is not on a terminal (a pipe, a job) never needs.
+            from rich.console import Console
+            from rich.progress import BarColumn, TaskProgressColumn, TextColumn
+            from rich.progress import Progress as Bar
+            from rich.table import Column
+
             self._columns = [Column(no_wrap=True, overflow="ellipsis"), Column(no_wrap=True), Column(no_wrap=True)]
             self._bar = Bar(
                 # markup=False: a file name such as "ratings[old].csv" is text, not rich markup
