@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from worker.contract.changed import ChangeRecord  # noqa: F401 - the store writes and reads them
 from worker.ratings.inputs import GameSide
@@ -33,8 +33,10 @@ from worker.ratings.state import RatingState, StateKey
 from worker.ratings.system import HistoryQuery, RatingsQuery
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessedMessage:
+class ProcessedMessage(NamedTuple):
+    """One processed (source, id), one per message a batch rated or left unrated (a NamedTuple: built for
+    every message, in a third of a frozen dataclass's time)."""
+
     source: str
     id: str
     type: str

@@ -24,7 +24,7 @@ import asyncio
 import math
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import asyncpg
 
@@ -200,7 +200,7 @@ class BulkStore(MemoryStore):
                 chunk.messages[ident] = p
             elif ident in chunk.messages:
                 first = chunk.messages[ident]
-                chunk.messages[ident] = replace(first, duplicates=first.duplicates + p.duplicates)
+                chunk.messages[ident] = first._replace(duplicates=first.duplicates + p.duplicates)
             else:
                 chunk.repeats[ident] = chunk.repeats.get(ident, 0) + p.duplicates
 
