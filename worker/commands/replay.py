@@ -102,8 +102,9 @@ async def replay(
         nonlocal written
         if pending:
             result = await apply_messages(store, pending)  # a sweep (a FIDE list) in chunks of its own
-            for record in result.records:
-                out.write(record.payload + b"\n")
+            if result.records:  # one write a chunk: a write and a copy per change were 3% of a replay
+                out.write(b"\n".join([record.payload for record in result.records]))
+                out.write(b"\n")
             written += len(result.records)
             report_chunk(store, pending, numbers, result, errors)
             if after_chunk is not None:

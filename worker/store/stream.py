@@ -92,6 +92,7 @@ class StreamStore(MemoryStore):
         self.clock = -math.inf  # the latest message time applied
         self._trimmed_day: int | None = None
         self._ids: set[int] = set()
+        self._asked: dict[tuple[str, str], int] = {}  # the ids the last transaction asked about -> digests
         self._ids_by_day: dict[int | None, list[int]] = {}
         self._games: dict[Cause, _Game] = {}
         self._games_by_day: dict[int, list[Cause]] = {}
@@ -117,7 +118,9 @@ class StreamStore(MemoryStore):
 
     def processed_among(self, ids: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         kept = self._ids
-        return {i for i in ids if _digest(i) in kept}
+        # Kept for the commit that follows, which stores the same ids' digests (a digest is 1% of a replay).
+        self._asked = asked = {i: _digest(i) for i in ids}
+        return {i for i, d in asked.items() if d in kept}
 
     def games_with(self, query: HistoryQuery) -> list[GameSide]:
         """As the memory store answers it: both sides of the player's games in the window, in the order
@@ -147,13 +150,17 @@ class StreamStore(MemoryStore):
             # The median, not the latest: one message dated far ahead (a producer's wrong clock) would
             # otherwise empty every window at once. A later clock only ever keeps more.
             self.clock = max(self.clock, statistics.median_low(times))
-        self._keep_games([r for r in records if (r.key.system, r.cause_type) in self._kept])
+        self._keep_games(records)
         for player_id in closures:
             self._closed(player_id)
         day = self._day(self.clock) if self.clock > -math.inf else None  # None: no message time yet
+        asked, self._asked = self._asked, {}
         for p in processed:
             if p.outcome != "duplicate":  # a duplicate's id is kept since its first delivery
-                digest = _digest((p.source, p.id))
+                ident = (p.source, p.id)
+                digest = asked.get(ident)
+                if digest is None:
+                    digest = _digest(ident)
                 self._ids.add(digest)
                 if self.dedupe_window_s is not None:
                     # By the clock, not by its own time: a late message's id is kept a whole window too.
@@ -161,6 +168,10 @@ class StreamStore(MemoryStore):
         self._trim()
 
     def _keep_games(self, records: list[ChangeRecord]) -> None:
+        if self.watched is not None and not self.watched:
+            return  # no closure left to refund anyone
+        kept = self._kept
+        records = [r for r in records if (r.key.system, r.cause_type) in kept]
         if self.watched is None:
             for r in records:
                 self._keep(r)
