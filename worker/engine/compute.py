@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from worker.contract.changed import ChangeRecord, change_record
@@ -30,6 +30,9 @@ class MessageResult(NamedTuple):
     # failed: the rating code raised on a valid message; it is not applied nor marked processed, and
     # the pipeline dead-letters it so that it can be re-submitted after a fix.
     error: str | None = None
+
+
+_APPLIED = MessageResult("applied")  # the result of nearly every message, built once
 
 
 @dataclass(slots=True)
@@ -162,8 +165,7 @@ class _Computation:
                 if system.published(ch.key):
                     records.append(change_record(message, ch, at, system.shown_rating, system.starts_unrated,
                                                  system.inactive, system.parameters))
-        status = "applied" if outcome.rated else "unrated"
-        results.append(MessageResult(status, outcome.unrated_reason))
+        results.append(_APPLIED if outcome.rated else MessageResult("unrated", outcome.unrated_reason))
         self.processed.append(_processed(message, system, outcome))
 
     def steps(self, messages: Sequence[Message], systems: Sequence[RatingSystem], every: int) -> Iterator[None]:
@@ -183,7 +185,7 @@ class _Computation:
             return self.processed
         repeats = dict(self.repeats)
         out = [
-            replace(p, duplicates=repeats.pop((p.source, p.id))) if (p.source, p.id) in repeats else p
+            p._replace(duplicates=repeats.pop((p.source, p.id))) if (p.source, p.id) in repeats else p
             for p in self.processed
         ]
         out += [ProcessedMessage(source, id_, "", "duplicate", duplicates=n) for (source, id_), n in repeats.items()]
