@@ -53,15 +53,20 @@ def checkout(commit: str, into: Path) -> Path:
     return into
 
 
-def replay(code: Path, source: Path, out: Path) -> float:
-    """Seconds of one `python -m worker replay` run from `code`."""
+def replay(code: Path, source: Path, out: Path) -> tuple[float, float]:
+    """(seconds, largest RSS in MiB) of one `python -m worker replay` run from `code`. The RSS is printed
+    beside the speed: a process that grows its heap pays for each new page, more or less depending on
+    what the machine did before (docs/performance.md), and the baseline keeps every record."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "worker", "replay", str(source), "-o", str(out)], cwd=code,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"replay from {code} failed: {done.stderr[-2000:]}")
-    return seconds
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "worker", "replay", str(source), "-o", str(out)], cwd=code,
+                                stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            stderr.seek(0)
+            raise RuntimeError(f"replay from {code} failed: {stderr.read()[-2000:].decode(errors='replace')}")
+    return seconds, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -74,9 +79,9 @@ def main() -> None:
         source.write_bytes(b"".join(line + b"\n" for line in games(GAMES, PLAYERS)))
         base = checkout(BASELINE, tmp_path / "baseline")
         for n in range(1, ROUNDS + 1):
-            then = replay(base, source, tmp_path / "then.jsonl")
+            then, then_rss = replay(base, source, tmp_path / "then.jsonl")
             engine = whole_game(200_000)
-            now = replay(REPO, source, tmp_path / "now.jsonl")
+            now, now_rss = replay(REPO, source, tmp_path / "now.jsonl")
             # The baseline predates parameter sets: the same bytes but for the set each record names.
             now_bytes = re.sub(rb',"parameters":"[a-z]+-[0-9]+"', b"", (tmp_path / "now.jsonl").read_bytes())
             same = (tmp_path / "then.jsonl").read_bytes() == now_bytes
@@ -84,7 +89,8 @@ def main() -> None:
                 raise RuntimeError("the replay's output differs from the baseline's")
             rounds.append((GAMES / now, GAMES / then, engine))
             print(f"  round {n}: now {GAMES / now:,.0f} games/s, baseline {GAMES / then:,.0f} "
-                  f"({then / now:.2f}x), engine {engine:,.0f} games/s; outputs byte-identical", flush=True)
+                  f"({then / now:.2f}x), engine {engine:,.0f} games/s; largest RSS now {now_rss:,.0f} MiB, baseline "
+                  f"{then_rss:,.0f}; outputs byte-identical", flush=True)
     now, then, engine = (statistics.median(r[i] for r in rounds) for i in range(3))
     ratio = statistics.median(r[0] / r[1] for r in rounds)
     print(f"replay: {now:,.0f} games/s, {ratio:.2f}x the baseline's {then:,.0f} (median of {ROUNDS} rounds); "
