@@ -164,7 +164,7 @@ async def measure(pg, broker, log: Path, values: list[bytes], rounds: int = ROUN
     for n in range(1, rounds + 1):
         # The figures of a round are taken one right after the other, the pure Python once before the
         # worker and once after it (their mean is the round's): a shared machine's speed drifts by tens of
-        # percent within minutes (seen here: 92 and 53 us a game in one run), so a ratio is only worth
+        # percent within minutes, so a ratio is only worth
         # its round's, and a drift during the round falls on both sides of the worker alike.
         py_before, _ = await python_cost(values)
         worker = await throughput(pg, broker, log, batch_size=BATCH, values=values, tag=f"{tag}-worker-{n}")
