@@ -64,8 +64,8 @@ async def python_cost(values: list[bytes], batch: int = BATCH, rows: bool = Fals
 
     Time it without `rows`: the store lets each batch's history go, as the worker (whose history is in
     PostgreSQL) does. Keeping 200,000 records grows the heap, and on this machine a growing heap pays for
-    each new page: the same pure Python measured 75-100 us a game while the heap grew against 37-44 once it
-    did not, which had put "the worker" at 0.9-1.09 "of the limit" in some rounds. (A fair-play closure's
+    each new page: the same pure Python measured 69-101 us a game while the heap grew against 37-44 once it
+    did not, which had put "the worker" at 0.84-1.09 "of the limit" in some rounds. (A fair-play closure's
     refund reads the history: no stream timed here has one.)"""
     tune_for_throughput()  # the collector as the worker runs it (worker/runtime.py)
     store = MemoryStore()

@@ -63,7 +63,8 @@ def replay(code: Path, source: Path, out: Path) -> tuple[float, float]:
                                 stdout=subprocess.DEVNULL, stderr=stderr)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - started
-        if os.waitstatus_to_exitcode(status) != 0:
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+        if proc.returncode != 0:
             stderr.seek(0)
             raise RuntimeError(f"replay from {code} failed: {stderr.read()[-2000:].decode(errors='replace')}")
     return seconds, usage.ru_maxrss / 1024
