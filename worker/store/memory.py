@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 
 from worker.contract.changed import ChangeRecord
@@ -38,17 +38,16 @@ class _MemoryTx:
         return {k: st for k in keys if (st := get(k)) is not None}
 
     async def versions_changed(self, expected: Mapping[StateKey, int]) -> set[StateKey]:
-        states = self._store.states
-        return {k for k, v in expected.items() if (states[k].version if k in states else 0) != v}
+        get = self._store.states.get
+        return {k for k, v in expected.items() if (0 if (st := get(k)) is None else st.version) != v}
 
     async def games_with(self, query: HistoryQuery) -> list[GameSide]:
         return self._store.games_with(query)
 
     async def ratings_at_most(self, query: RatingsQuery) -> dict[str, float]:
         return {
-            k.player_id: st.rating for k, st in self._store.states.items()
-            if k.system == query.system and k.category == query.category
-            and st.rd is not None and st.rd <= query.rd_at_most
+            player_id: st.rating for player_id, st in self._store.states_of(query.system, query.category)
+            if st.rd is not None and st.rd <= query.rd_at_most
         }
 
     async def save(self, states, records, processed, closures) -> list[int]:
@@ -71,7 +70,7 @@ class _MemoryTx:
 
 class MemoryStore:
     def __init__(self) -> None:
-        self.states: dict[StateKey, RatingState] = {}
+        self.states: MutableMapping[StateKey, RatingState] = {}  # the replay's store packs them
         self.key_order: dict[str, list[StateKey]] = {}  # system -> its keys, sorted (a sweep's pages)
         self.history: list[ChangeRecord] = []
         # (source, id) -> the processed message, with why it changed nothing for whom
@@ -83,8 +82,15 @@ class MemoryStore:
         """The system's stored keys in key order, kept until a new key is stored (a sweep adds none)."""
         keys = self.key_order.get(system)
         if keys is None:
-            keys = self.key_order[system] = sorted(k for k in self.states if k[1] == system)
+            keys = self.key_order[system] = sorted(self.keys_of(system))
         return keys
+
+    def keys_of(self, system: str) -> Iterator[StateKey]:
+        return (k for k in self.states if k[1] == system)
+
+    def states_of(self, system: str, category: str) -> Iterator[tuple[str, RatingState]]:
+        """(player id, state) of every rating of one system and category."""
+        return ((k[0], st) for k, st in self.states.items() if k[1] == system and k[2] == category)
 
     @property
     def processed_ids(self) -> set[tuple[str, str]]:
