@@ -4,7 +4,8 @@
 store keeps for tests and small runs: every change record with its output bytes and every processed
 message. This store keeps only what the rules read:
 
-- every state, every fair-play closure and the key orders of sweeps, as the memory store does;
+- every state, packed (worker.store.packed: a third of a dict's memory), every fair-play closure and
+  the key orders of sweeps;
 - the history rows a rating system declares its queries may ask for (`RatingSystem.history_kept`: fair
   play's 30 days of CSR games), for that long plus the dedupe window before the stream's clock, as the
   GameSide rows the queries return, indexed by player: a closure up to the dedupe window late still finds
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterator, Mapping, Sequence, Set
 from hashlib import blake2b
 
 from worker.contract.changed import ChangeRecord
@@ -43,6 +44,7 @@ from worker.ratings.state import RatingState, StateKey
 from worker.ratings.system import HistoryKept, HistoryQuery
 from worker.store.base import ProcessedMessage, Unpublished
 from worker.store.memory import MemoryStore
+from worker.store.packed import PackedStates
 
 __all__ = ["DEFAULT_DEDUPE_WINDOW_S", "StreamStore"]
 
@@ -75,6 +77,7 @@ class StreamStore(MemoryStore):
                  kept: Sequence[HistoryKept] | None = None,
                  watched: Mapping[str, tuple[float, float] | None] | Set[str] | None = None) -> None:
         super().__init__()
+        self.states = PackedStates()  # a third of a dict's memory, the same answers
         # Not kept here: reading them would answer wrongly, so they are not there to read.
         del self.history, self.messages
         self.dedupe_window_s = dedupe_window_s
@@ -107,6 +110,13 @@ class StreamStore(MemoryStore):
     @property
     def processed_ids(self) -> set[tuple[str, str]]:
         raise TypeError("StreamStore keeps digests of the processed ids, not the ids: use MemoryStore")
+
+    # One system's tables, not every state:
+    def keys_of(self, system: str) -> Iterator[StateKey]:
+        return self.states.keys_of(system)
+
+    def states_of(self, system: str, category: str) -> Iterator[tuple[str, RatingState]]:
+        return self.states.of(system, category)
 
     def ids_kept(self) -> int:
         return len(self._ids)
