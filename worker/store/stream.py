@@ -94,9 +94,12 @@ class StreamStore(MemoryStore):
         self._watched_ever = frozenset(self.watched or ())
         self.clock = -math.inf  # the latest message time applied
         self._trimmed_day: int | None = None
-        self._ids: set[int] = set()
         self._asked: dict[tuple[str, str], int] = {}  # the ids the last transaction asked about -> digests
-        self._ids_by_day: dict[int | None, list[int]] = {}
+        # The digests processed, by day of the clock (None: before any message time, or every id when no
+        # window). A set a day, not one set of all: a day that leaves the window is freed whole, while one
+        # big set with a day's ids taken out every day filled with deleted slots and was rebuilt every
+        # few days (a second table of 32 MiB beside the first: the largest RSS of a long replay).
+        self._ids_by_day: dict[int | None, set[int]] = {}
         self._games: dict[Cause, _Game] = {}
         self._games_by_day: dict[int, list[Cause]] = {}
         self._games_of: dict[tuple[str, str], dict[Cause, None]] = {}  # (player, system) -> causes, in order
@@ -119,7 +122,7 @@ class StreamStore(MemoryStore):
         return self.states.of(system, category)
 
     def ids_kept(self) -> int:
-        return len(self._ids)
+        return sum(map(len, self._ids_by_day.values()))
 
     def games_kept(self) -> int:
         return len(self._games)
@@ -127,10 +130,16 @@ class StreamStore(MemoryStore):
     # ---- what a transaction reads and keeps ----------------------------------------------------------
 
     def processed_among(self, ids: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        kept = self._ids
+        days = list(self._ids_by_day.values())
         # Kept for the commit that follows, which stores the same ids' digests (a digest is 1% of a replay).
         self._asked = asked = {i: _digest(i) for i in ids}
-        return {i for i, d in asked.items() if d in kept}
+        found = set()
+        for ident, digest in asked.items():
+            for kept in days:
+                if digest in kept:
+                    found.add(ident)
+                    break
+        return found
 
     def games_with(self, query: HistoryQuery) -> list[GameSide]:
         """As the memory store answers it: both sides of the player's games in the window, in the order
@@ -163,7 +172,9 @@ class StreamStore(MemoryStore):
         self._keep_games(records)
         for player_id in closures:
             self._closed(player_id)
-        day = self._day(self.clock) if self.clock > -math.inf else None  # None: no message time yet
+        # By the clock, not by its own time: a late message's id is kept a whole window too.
+        day = None if self.dedupe_window_s is None or self.clock == -math.inf else self._day(self.clock)
+        kept = self._ids_by_day.get(day)
         asked, self._asked = self._asked, {}
         for p in processed:
             if p.outcome != "duplicate":  # a duplicate's id is kept since its first delivery
@@ -171,10 +182,9 @@ class StreamStore(MemoryStore):
                 digest = asked.get(ident)
                 if digest is None:
                     digest = _digest(ident)
-                self._ids.add(digest)
-                if self.dedupe_window_s is not None:
-                    # By the clock, not by its own time: a late message's id is kept a whole window too.
-                    self._ids_by_day.setdefault(day, []).append(digest)
+                if kept is None:
+                    kept = self._ids_by_day[day] = set()
+                kept.add(digest)
         self._trim()
 
     def _keep_games(self, records: list[ChangeRecord]) -> None:
@@ -245,10 +255,10 @@ class StreamStore(MemoryStore):
         self._trimmed_day = today
         undated = self._ids_by_day.pop(None, None)  # processed before any message had a time: from today on
         if undated:
-            self._ids_by_day.setdefault(today, []).extend(undated)
+            self._ids_by_day.setdefault(today, set()).update(undated)
         first_id_day = self._day(self.clock - self.dedupe_window_s)
         for day in [d for d in self._ids_by_day if d < first_id_day]:
-            self._ids.difference_update(self._ids_by_day.pop(day))
+            del self._ids_by_day[day]
         if self.watched is not None:
             return  # a watched account's games go with his closure (_closed), not by day
         first_game_day = self._day(self.clock - self._history_s)
