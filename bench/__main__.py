@@ -62,8 +62,8 @@ BENCHMARKS = {
     "limit": ("the worker against the machine's limit for the same work (issue 21): 100,000 games among 20,000 "
               "players, PostgreSQL at default memory; worker, naive, pure Python, the same rows by COPY",
               _run("limit", lambda m: asyncio.run(m.main()))),
-    "replay": ("rating-worker replay of 1, 5 and 10 million messages (BENCH_REPLAY_SIZES): largest RSS and "
-               "messages/s, memory against the stream's length", _run("replay", lambda m: m.main())),
+    "replay": ("rating-worker replay of 1, 5 and 10 million messages (BENCH_REPLAY_SIZES): largest RSS, "
+               "messages/s and games/s, memory against the stream's length", _run("replay", lambda m: m.main())),
     "replay-speed": ("offline CSR replay of 100,000 games among 20,000 players: games/s against the replay of "
                      "BENCH_REPLAY_BASELINE (before issue 22) in the same run, and against the pure engine",
                      _run("replay_speed", lambda m: m.main())),

@@ -2,8 +2,8 @@
 
 For each of BENCH_REPLAY_SIZES (1,000,000, 5,000,000, 10,000,000 messages) it writes a history file and
 replays it in a process of its own (`python -m worker replay FILE -o OUT`; OUT's lines are counted),
-reporting its largest RSS and its messages/s, and RSS against the first size's: memory must stay flat in
-the stream's length. The history is a platform's at a constant rate of message time (BENCH_REPLAY_PER_DAY, 100,000 a
+reporting its largest RSS, its messages/s and CSR games/s, and RSS against the first size's: memory must
+stay flat in the stream's length. The history is a platform's at a constant rate of message time (BENCH_REPLAY_PER_DAY, 100,000 a
 day), so that a longer stream is more days, not a denser one (at 100,000 a day the 7-day dedupe window
 is full from 800,000 messages on):
 
@@ -41,8 +41,11 @@ PER_DAY = int(os.environ.get("BENCH_REPLAY_PER_DAY", "100000"))
 START = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def history(n: int, seed: int = 1):
-    """n lines of the mix above, in message-time order."""
+def history(n: int, seed: int = 1, counts: dict[str, int] | None = None):
+    """n lines of the mix above, in message-time order; counts["games"] counts the CSR games (not their
+    duplicates) as they are made."""
+    counts = {} if counts is None else counts
+    counts.setdefault("games", 0)
     rng = random.Random(seed)
     step = 86400 / PER_DAY
     recent: list[bytes] = [b""] * max(1, PER_DAY // 24)  # the last hour's lines, a ring
@@ -93,18 +96,22 @@ def history(n: int, seed: int = 1):
                 black = rng.randrange(PLAYERS // 6) * 6 + speed
             line = orjson.dumps(game_event(i, f"u{white}", f"u{black}", rng.choice(["1-0", "0-1", "1/2-1/2"]), at,
                                            TCS[speed], "/games"))
+            counts["games"] += 1
         recent[filled % len(recent)] = line
         filled += 1
         yield line
 
 
-def write_history(path: Path, n: int) -> None:
+def write_history(path: Path, n: int) -> int:
+    """Writes n lines; returns how many of them are CSR games."""
     started = time.perf_counter()
+    counts: dict[str, int] = {}
     with open(path, "wb") as f:
-        for i, line in enumerate(history(n), start=1):
+        for i, line in enumerate(history(n, counts=counts), start=1):
             f.write(line + b"\n")
             if i % 1_000_000 == 0:
                 print(f"  writing: {i:,}/{n:,} lines ({time.perf_counter() - started:.0f} s)", flush=True)
+    return counts["games"]
 
 
 def replay_file(path: Path) -> tuple[float, float, int]:
@@ -136,16 +143,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         for n in SIZES:
             path = Path(tmp) / f"history-{n}.jsonl"
-            write_history(path, n)
+            games = write_history(path, n)
             seconds, rss, changes = replay_file(path)
             path.unlink()
-            rows.append((n, seconds, rss, changes))
-            print(f"replay: {n:,} messages ({n / PER_DAY:.0f} days) in {seconds:.0f} s = {n / seconds:,.0f} messages/s; "
-                  f"largest RSS {rss:,.0f} MiB; {changes:,} changes written", flush=True)
+            rows.append((n, games, seconds, rss))
+            print(f"replay: {n:,} messages ({n / PER_DAY:.0f} days, {games:,} CSR games) in {seconds:.0f} s = "
+                  f"{n / seconds:,.0f} messages/s, {games / seconds:,.0f} games/s; largest RSS {rss:,.0f} MiB; "
+                  f"{changes:,} changes written", flush=True)
     first = rows[0]
-    print(f"\n| messages | days | messages/s | largest RSS | RSS against {first[0]:,} |\n|---|---|---|---|---|")
-    for n, seconds, rss, _ in rows:
-        print(f"| {n:,} | {n / PER_DAY:.0f} | {n / seconds:,.0f} | {rss:,.0f} MiB | {rss / first[2]:.2f}x |")
+    print(f"\n| messages | days | messages/s | games/s | largest RSS | RSS against {first[0]:,} |\n"
+          f"|---|---|---|---|---|---|")
+    for n, games, seconds, rss in rows:
+        print(f"| {n:,} | {n / PER_DAY:.0f} | {n / seconds:,.0f} | {games / seconds:,.0f} | {rss:,.0f} MiB | "
+              f"{rss / first[3]:.2f}x |")
     print(f"\n{cpu_model()}, {os.cpu_count()} CPUs; largest RSS of the replay process (getrusage)")
 
 
