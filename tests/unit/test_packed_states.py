@@ -88,3 +88,19 @@ def test_it_answers_as_a_dict_does(operations) -> None:
         expected = {k.player_id: v for k, v in plain.items() if (k.system, k.category) == (system, category)}
         got = dict(packed.of(system, category))
         assert got.keys() == expected.keys() and all(same(got[p], expected[p]) for p in expected)
+
+
+def test_it_is_built_and_updated_as_a_dict_is_and_a_failed_assignment_changes_nothing() -> None:
+    key, other = StateKey("u1", "csr", "blitz"), StateKey("u2", "csr", "rapid")
+    state = RatingState(1500.0, 350.0, 0.06)
+    assert dict(PackedStates({key: state})) == dict(PackedStates([(key, state)])) == {key: state}
+    packed = PackedStates()
+    packed.update([(other, state)])
+    packed.update()
+    assert dict(packed) == {other: state}
+    for bad_key, bad_state in ((StateKey(1, "csr", "blitz"), state), (key, "not a state"), (key, None)):
+        try:
+            packed[bad_key] = bad_state
+        except (TypeError, ValueError):
+            pass
+        assert len(packed) == 1 and list(packed) == [other]

@@ -4,7 +4,7 @@ A replay of a platform's history keeps one state per player, system and category
 (issue 22 item 1: memory flat in the stream's length), and Chess Tempo keeps one more per (user, mode,
 problem) attempted (RULES.md counts repeats over all earlier attempts), so the states are most of its
 memory. As a dict of NamedTuples a state costs about 365 bytes (the StateKey, the RatingState, its five
-floats, the dict's slot); here, about 140 (a replay of 1,000,000 messages: 313 -> 209 MiB; speed the same):
+floats, the dict's slot); here, about 140 (docs/performance.md, "`rating-worker replay` of long histories"):
 
 - one table per system and category, player id -> value: no key tuple is kept, the system and
   category strings are kept once per table, and a player's id once for all his tables (interned);
@@ -18,7 +18,7 @@ bits) is kept as the RatingState itself: the mapping gives back exactly what it 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from sys import intern
 
 from worker.ratings.state import RatingState, StateKey
@@ -78,11 +78,10 @@ class PackedStates(MutableMapping[StateKey, RatingState]):
     """StateKey -> RatingState, as a dict would keep them but packed; iterated table by table (a dict's
     insertion order is not kept: nothing that reads the states depends on it, sweeps sort their keys)."""
 
-    def __init__(self, states: Iterable[tuple[StateKey, RatingState]] = ()) -> None:
+    def __init__(self, states: Mapping[StateKey, RatingState] | Iterable[tuple[StateKey, RatingState]] = ()) -> None:
         self._tables: dict[str, dict[str, dict[str, bytes | RatingState]]] = {}  # system -> category -> player
         self._len = 0
-        for key, state in states:
-            self[key] = state
+        self.update(states)
 
     def get(self, key: StateKey, default: RatingState | None = None) -> RatingState | None:
         # The replay's hottest read (a dozen keys a CSR game, most of them missing): no exception raised.
@@ -110,13 +109,14 @@ class PackedStates(MutableMapping[StateKey, RatingState]):
 
     def __setitem__(self, key: StateKey, state: RatingState) -> None:
         player_id, system, category = key
+        value = pack(state)  # before anything changes: a value that is no state leaves the mapping as it was
+        # Every message brings its own copy of the id: the tables keep one string per player, not one per
+        # rating (a player has several: his time controls, his puzzles' repeat records).
+        player_id = intern(player_id)
         players = self._tables.setdefault(system, {}).setdefault(category, {})
         if player_id not in players:
             self._len += 1
-            # Every message brings its own copy of the id: the tables keep one string per player, not
-            # one per rating (a player has several: his time controls, his puzzles' repeat records).
-            player_id = intern(player_id)
-        players[player_id] = pack(state)
+        players[player_id] = value
 
     def __delitem__(self, key: StateKey) -> None:
         player_id, system, category = key
@@ -142,8 +142,12 @@ class PackedStates(MutableMapping[StateKey, RatingState]):
     def __len__(self) -> int:
         return self._len
 
-    def update(self, states, /) -> None:  # type: ignore[override]  # a transaction's states, from a dict
-        for key, state in states.items():
+    def update(self, states=(), /, **ignored) -> None:  # type: ignore[override]
+        # A transaction's states, from a dict: one call, not MutableMapping's generic loop. (Keywords would
+        # be strings, never StateKeys.)
+        if ignored:
+            raise TypeError("PackedStates keys are StateKeys, not keywords")
+        for key, state in (states.items() if isinstance(states, Mapping) else states):
             self[key] = state
 
     def of(self, system: str, category: str) -> Iterator[tuple[str, RatingState]]:
