@@ -161,6 +161,18 @@ async def test_what_is_kept_stays_flat_in_the_stream_s_length():
     assert stream.history_from >= (T0 + timedelta(days=120 - 39)).timestamp() - DAY
 
 
+async def test_a_long_window_is_kept_in_a_few_sets_and_still_finds_its_duplicates():
+    """A lookup asks each span's set: a 90-day window is kept in spans of 12 days, not in 90 sets."""
+    per_day = 10
+    lines = daily_games(200, per_day, 40)
+    # Delivered again 80 days after their first delivery: inside the window.
+    again = lines[:100 * per_day] + lines[20 * per_day:21 * per_day] + lines[100 * per_day:]
+    out, _ = await run(again, stream := StreamStore(dedupe_window_s=90 * DAY), chunk=per_day)
+    assert out == (await run(lines, StreamStore(dedupe_window_s=90 * DAY), chunk=per_day))[0]
+    assert len(stream._ids_by_span) <= 9
+    assert 90 * per_day <= stream.ids_kept() <= (90 + 12 + 1) * per_day  # the window and at most a span more
+
+
 def test_the_window_reads_durations_and_all():
     assert dedupe_window("7d") == 7 * DAY and dedupe_window("12h") == 43200 and dedupe_window("90m") == 5400
     assert dedupe_window("3600") == 3600 and dedupe_window("ALL") is None

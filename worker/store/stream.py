@@ -23,8 +23,9 @@ again): exact whatever the order, and small (a platform's history holds tens of 
 30 days, its closures for fair play a few thousand accounts).
 
 The clock is the latest message time applied (the median of each commit's times: the changes' cause times,
-an unrated message's own time), moved as transactions commit; windows
-are trimmed a day at a time, so each holds between its length and a day more. What falls outside a window
+an unrated message's own time), moved as transactions commit; windows are trimmed a day at a time, so
+each holds between its length and a day more (the dedupe window, when longer than 8 days, an eighth of
+its length more: it is kept in at most nine spans, each a set that one lookup asks). What falls outside a window
 changes the answer, never silently for the history: a duplicate delivered more than the window after the
 first delivery is applied again (README, "Offline replay"), and a history query reaching before the rows
 kept is recorded in `history_short` for replay to report.
@@ -95,11 +96,14 @@ class StreamStore(MemoryStore):
         self.clock = -math.inf  # the latest message time applied
         self._trimmed_day: int | None = None
         self._asked: dict[tuple[str, str], int] = {}  # the ids the last transaction asked about -> digests
-        # The digests processed, by day of the clock (None: before any message time, or every id when no
-        # window). A set a day, not one set of all: a day that leaves the window is freed whole, while one
+        # The digests processed, by span of the clock (None: before any message time, or every id when no
+        # window). A set a span, not one set of all: a span that leaves the window is freed whole, while one
         # big set with a day's ids taken out every day filled with deleted slots and was rebuilt every
-        # few days (a second table of 32 MiB beside the first: the largest RSS of a long replay).
-        self._ids_by_day: dict[int | None, set[int]] = {}
+        # few days (a second table of 32 MiB beside the first: the largest RSS of a long replay). A span
+        # is a day, or an eighth of a window longer than 8 days: a lookup asks every span's set.
+        window = dedupe_window_s or DAY
+        self._id_span_s = DAY if window <= 8 * DAY else math.ceil(window / 8 / DAY) * DAY
+        self._ids_by_span: dict[int | None, set[int]] = {}
         self._games: dict[Cause, _Game] = {}
         self._games_by_day: dict[int, list[Cause]] = {}
         self._games_of: dict[tuple[str, str], dict[Cause, None]] = {}  # (player, system) -> causes, in order
@@ -122,7 +126,7 @@ class StreamStore(MemoryStore):
         return self.states.of(system, category)
 
     def ids_kept(self) -> int:
-        return sum(map(len, self._ids_by_day.values()))
+        return sum(map(len, self._ids_by_span.values()))
 
     def games_kept(self) -> int:
         return len(self._games)
@@ -130,12 +134,12 @@ class StreamStore(MemoryStore):
     # ---- what a transaction reads and keeps ----------------------------------------------------------
 
     def processed_among(self, ids: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        days = list(self._ids_by_day.values())
+        spans = list(self._ids_by_span.values())
         # Kept for the commit that follows, which stores the same ids' digests (a digest is 1% of a replay).
         self._asked = asked = {i: _digest(i) for i in ids}
         found = set()
         for ident, digest in asked.items():
-            for kept in days:
+            for kept in spans:
                 if digest in kept:
                     found.add(ident)
                     break
@@ -173,8 +177,8 @@ class StreamStore(MemoryStore):
         for player_id in closures:
             self._closed(player_id)
         # By the clock, not by its own time: a late message's id is kept a whole window too.
-        day = None if self.dedupe_window_s is None or self.clock == -math.inf else self._day(self.clock)
-        kept = self._ids_by_day.get(day)
+        span = None if self.dedupe_window_s is None or self.clock == -math.inf else self._span(self.clock)
+        kept = self._ids_by_span.get(span)
         asked, self._asked = self._asked, {}
         for p in processed:
             if p.outcome != "duplicate":  # a duplicate's id is kept since its first delivery
@@ -183,7 +187,7 @@ class StreamStore(MemoryStore):
                 if digest is None:
                     digest = _digest(ident)
                 if kept is None:
-                    kept = self._ids_by_day[day] = set()
+                    kept = self._ids_by_span[span] = set()
                 kept.add(digest)
         self._trim()
 
@@ -253,12 +257,12 @@ class StreamStore(MemoryStore):
         if today == self._trimmed_day:
             return
         self._trimmed_day = today
-        undated = self._ids_by_day.pop(None, None)  # processed before any message had a time: from today on
+        undated = self._ids_by_span.pop(None, None)  # processed before any message had a time: from now on
         if undated:
-            self._ids_by_day.setdefault(today, set()).update(undated)
-        first_id_day = self._day(self.clock - self.dedupe_window_s)
-        for day in [d for d in self._ids_by_day if d < first_id_day]:
-            del self._ids_by_day[day]
+            self._ids_by_span.setdefault(self._span(self.clock), set()).update(undated)
+        first_span = self._span(self.clock - self.dedupe_window_s)
+        for span in [s for s in self._ids_by_span if s < first_span]:
+            del self._ids_by_span[span]
         if self.watched is not None:
             return  # a watched account's games go with his closure (_closed), not by day
         first_game_day = self._day(self.clock - self._history_s)
@@ -270,6 +274,9 @@ class StreamStore(MemoryStore):
     @staticmethod
     def _day(t: float) -> int:
         return int(t // DAY)
+
+    def _span(self, t: float) -> int:
+        return int(t // self._id_span_s)
 
     # ---- no outbox offline -------------------------------------------------------------------------------
 
