@@ -151,7 +151,7 @@ def main() -> None:
                   f"{n / seconds:,.0f} messages/s, {games / seconds:,.0f} games/s; largest RSS {rss:,.0f} MiB; "
                   f"{changes:,} changes written", flush=True)
     first = rows[0]
-    print(f"\n| messages | days | messages/s | games/s | largest RSS | RSS against {first[0]:,} |\n"
+    print(f"\n| messages | days | messages/s | CSR games/s | largest RSS | RSS against {first[0]:,} |\n"
           f"|---|---|---|---|---|---|")
     for n, games, seconds, rss in rows:
         print(f"| {n:,} | {n / PER_DAY:.0f} | {n / seconds:,.0f} | {games / seconds:,.0f} | {rss:,.0f} MiB | "
