@@ -228,8 +228,8 @@ def add_parser(sub) -> None:
                    help="in memory, how long (of message time) a message's id is kept to skip its duplicates: "
                         "7d (the default), 12h, 3600, or 'all' to keep every id (exact whatever the order, "
                         "at about 100 bytes an id); a duplicate delivered later than this (and up to a day, past 8d "
-                        "an eighth, more) after the first is applied again. A regular FILE (or stdin redirected from one) is read twice, its fair-play "
-                        "closures first, and their players' games kept whole; from a pipe, the 30 days of the "
+                        "an eighth, more) after the first is applied again. A regular FILE (or stdin redirected "
+                        "from one) is read twice, its fair-play closures first, and their players' games kept whole; from a pipe, the 30 days of the "
                         "fair-play window are kept this much longer")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress (shown on stderr, a bar on a terminal and a line every 10 s otherwise, "
