@@ -9,6 +9,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -110,6 +111,24 @@ def worker_env(url: str, bootstrap: str, tag: str, **extra) -> dict:
 
 #: the largest RSS (MiB) of the worker processes during the last `until_processed`
 PEAK_RSS_MIB: list[float] = [0.0]
+
+
+def replay_process(source: Path, out: Path, code: Path | None = None) -> tuple[float, float, list[str]]:
+    """(seconds, largest RSS in MiB, stderr's lines) of one `python -m worker replay SOURCE -o OUT` process,
+    run from `code` (a checkout) or this repository; raises if it fails. Its largest RSS is printed beside
+    its speed: a process that grows its heap pays for each new page on this machine (docs/performance.md)."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: a pipe nobody reads would stop it at 64 KiB
+        proc = subprocess.Popen([sys.executable, "-m", "worker", "replay", str(source), "-o", str(out)], cwd=code,
+                                stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+        stderr.seek(0)
+        errors = stderr.read().decode(errors="replace").splitlines()
+    if proc.returncode != 0:
+        raise RuntimeError(f"replay from {code or 'this repository'} failed ({proc.returncode}): {errors[-5:]}")
+    return seconds, usage.ru_maxrss / 1024, errors
 
 
 def rss_mib(pid: int) -> float:

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -31,7 +29,7 @@ from pathlib import Path
 
 import orjson
 
-from bench.common import cpu_model
+from bench.common import cpu_model, replay_process
 from worker.dev.streams import TCS, game_event, turbo_event
 
 SIZES = [int(x) for x in os.environ.get("BENCH_REPLAY_SIZES", "1000000,5000000,10000000").split(",")]
@@ -116,24 +114,15 @@ def write_history(path: Path, n: int) -> int:
 
 def replay_file(path: Path) -> tuple[float, float, int]:
     """(seconds, largest RSS in MiB, output lines) of one `rating-worker replay` process."""
-    out, err = path.with_suffix(".out"), path.with_suffix(".err")
-    started = time.perf_counter()
-    with open(err, "wb") as stderr:  # a file, not a pipe: a pipe nobody reads would stop it at 64 KiB
-        proc = subprocess.Popen([sys.executable, "-m", "worker", "replay", str(path), "-o", str(out)], stderr=stderr)
-        _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - started
-    errors = err.read_text(errors="replace").splitlines()
-    err.unlink()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"replay failed ({proc.returncode}): {errors[-5:]}")
+    out = path.with_suffix(".out")
+    seconds, rss, errors = replay_process(path, out)
     reported = [e for e in errors if "incomplete_history" in e or "rating_error" in e]
     print(f"  replay's stderr: {len(errors):,} lines ({len(errors) - len(reported):,} bad lines, {len(reported)} other)"
           + (f", first other: {reported[0]}" if reported else ""), flush=True)
     with open(out, "rb") as f:
         changes = sum(1 for _ in f)
     out.unlink()
-    return seconds, usage.ru_maxrss / 1024, changes
+    return seconds, rss, changes
 
 
 def main() -> None:

@@ -20,11 +20,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from io import BytesIO
 from pathlib import Path
 
-from bench.common import cpu_model
+from bench.common import cpu_model, replay_process
 from bench.engine import whole_game
 from worker.dev.streams import games
 
@@ -54,20 +53,10 @@ def checkout(commit: str, into: Path) -> Path:
 
 
 def replay(code: Path, source: Path, out: Path) -> tuple[float, float]:
-    """(seconds, largest RSS in MiB) of one `python -m worker replay` run from `code`. The RSS is printed
-    beside the speed: a process that grows its heap pays for each new page, more or less depending on
-    what the machine did before (docs/performance.md), and the baseline keeps every record."""
-    started = time.perf_counter()
-    with tempfile.TemporaryFile() as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "worker", "replay", str(source), "-o", str(out)], cwd=code,
-                                stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
-        if proc.returncode != 0:
-            stderr.seek(0)
-            raise RuntimeError(f"replay from {code} failed: {stderr.read()[-2000:].decode(errors='replace')}")
-    return seconds, usage.ru_maxrss / 1024
+    """(seconds, largest RSS in MiB) of one `python -m worker replay` run from `code`: the baseline keeps
+    every record, so its memory is printed beside its speed."""
+    seconds, rss, _ = replay_process(source, out, code)
+    return seconds, rss
 
 
 def main() -> None:
