@@ -11,6 +11,7 @@ from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
 from worker.ratings.system import HistoryQuery, RatingsQuery
 from worker.store.base import ProcessedMessage, Unpublished
+from worker.store.packed import PackedStates
 
 
 class _MemoryTx:
@@ -69,8 +70,10 @@ class _MemoryTx:
 
 
 class MemoryStore:
-    def __init__(self) -> None:
-        self.states: MutableMapping[StateKey, RatingState] = {}  # the replay's store packs them
+    def __init__(self, packed: bool = False) -> None:
+        # `packed`: the states in about a third of a dict's memory, the same answers (worker.store.packed),
+        # for the stores that hold a whole history's players
+        self.states: MutableMapping[StateKey, RatingState] = PackedStates() if packed else {}
         self.key_order: dict[str, list[StateKey]] = {}  # system -> its keys, sorted (a sweep's pages)
         self.history: list[ChangeRecord] = []
         # (source, id) -> the processed message, with why it changed nothing for whom
@@ -86,11 +89,17 @@ class MemoryStore:
         return keys
 
     def keys_of(self, system: str) -> Iterator[StateKey]:
-        return (k for k in self.states if k[1] == system)
+        states = self.states
+        if isinstance(states, PackedStates):  # one system's tables, not every state
+            return states.keys_of(system)
+        return (k for k in states if k[1] == system)
 
     def states_of(self, system: str, category: str) -> Iterator[tuple[str, RatingState]]:
         """(player id, state) of every rating of one system and category."""
-        return ((k[0], st) for k, st in self.states.items() if k[1] == system and k[2] == category)
+        states = self.states
+        if isinstance(states, PackedStates):
+            return states.of(system, category)
+        return ((k[0], st) for k, st in states.items() if k[1] == system and k[2] == category)
 
     @property
     def processed_ids(self) -> set[tuple[str, str]]:

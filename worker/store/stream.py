@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from hashlib import blake2b
 
 from worker.contract.changed import ChangeRecord
@@ -45,7 +45,6 @@ from worker.ratings.state import RatingState, StateKey
 from worker.ratings.system import HistoryKept, HistoryQuery
 from worker.store.base import ProcessedMessage, Unpublished
 from worker.store.memory import MemoryStore
-from worker.store.packed import PackedStates
 
 __all__ = ["DEFAULT_DEDUPE_WINDOW_S", "StreamStore"]
 
@@ -77,8 +76,7 @@ class StreamStore(MemoryStore):
     def __init__(self, dedupe_window_s: float | None = DEFAULT_DEDUPE_WINDOW_S,
                  kept: Sequence[HistoryKept] | None = None,
                  watched: Mapping[str, tuple[float, float] | None] | Set[str] | None = None) -> None:
-        super().__init__()
-        self.states = PackedStates()  # a third of a dict's memory, the same answers
+        super().__init__(packed=True)
         # Not kept here: reading them would answer wrongly, so they are not there to read.
         del self.history, self.messages
         self.dedupe_window_s = dedupe_window_s
@@ -117,13 +115,6 @@ class StreamStore(MemoryStore):
     @property
     def processed_ids(self) -> set[tuple[str, str]]:
         raise TypeError("StreamStore keeps digests of the processed ids, not the ids: use MemoryStore")
-
-    # One system's tables, not every state:
-    def keys_of(self, system: str) -> Iterator[StateKey]:
-        return self.states.keys_of(system)
-
-    def states_of(self, system: str, category: str) -> Iterator[tuple[str, RatingState]]:
-        return self.states.of(system, category)
 
     def ids_kept(self) -> int:
         return sum(map(len, self._ids_by_span.values()))
