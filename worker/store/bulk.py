@@ -96,7 +96,7 @@ class _BulkTx(_MemoryTx):
 
 class BulkStore(MemoryStore):
     def __init__(self, pool: asyncpg.Pool, publish: bool = False) -> None:
-        super().__init__()
+        super().__init__(packed=True)  # every player of the history, for the whole run
         del self.history, self.messages  # kept in the database, and in the chunks until they are there
         self._pool = pool
         self.publish = publish  # the history's changes go to the outbox, for the worker's relay to publish
