@@ -29,12 +29,13 @@ from bench.common import PEAK_RSS_MIB, cpu_model, fresh_db, rss_mib
 from bench.limit import SETTINGS
 from bench.pipeline import throughput
 from worker import dev
+from worker.commands import backfill as backfill_command
 from worker.dev.streams import games
 
 GAMES = int(os.environ.get("BENCH_BACKFILL_GAMES", "100000"))
 PLAYERS = int(os.environ.get("BENCH_BACKFILL_PLAYERS", "20000"))
 ROUNDS = int(os.environ.get("BENCH_BACKFILL_ROUNDS", "2"))
-CHUNK = os.environ.get("BENCH_BACKFILL_CHUNK", "50000")
+CHUNK = os.environ.get("BENCH_BACKFILL_CHUNK", str(backfill_command.CHUNK))  # the command's default
 COUNTS = "SELECT (SELECT count(*) FROM processed_messages), (SELECT count(*) FROM ratings), " \
          "(SELECT count(*) FROM rating_changes)"
 
@@ -42,16 +43,19 @@ COUNTS = "SELECT (SELECT count(*) FROM processed_messages), (SELECT count(*) FRO
 def backfill(path: Path, url: str) -> tuple[float, float]:
     """(seconds, largest RSS in MiB) of one `python -m worker backfill` run."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "worker", "backfill", str(path), "--database-url", url,
-                             "--chunk", CHUNK, "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0.0
-    while proc.poll() is None:
-        peak = max(peak, rss_mib(proc.pid))
-        time.sleep(0.05)
-    seconds = time.perf_counter() - started
-    if proc.returncode:
-        raise RuntimeError(f"backfill failed: {proc.stderr.read().decode()[-2000:]}")
-    proc.stderr.close()
+    # stderr to a file, not a pipe: a history with bad lines reports each, and a pipe nobody reads until the
+    # end fills at 64 KiB and stops the backfill for good.
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen([sys.executable, "-m", "worker", "backfill", str(path), "--database-url", url,
+                                 "--chunk", CHUNK, "--quiet"], stdout=subprocess.DEVNULL, stderr=errors)
+        peak = 0.0
+        while proc.poll() is None:
+            peak = max(peak, rss_mib(proc.pid))
+            time.sleep(0.05)
+        seconds = time.perf_counter() - started
+        if proc.returncode:
+            errors.seek(0)
+            raise RuntimeError(f"backfill failed: {errors.read().decode()[-2000:]}")
     return seconds, peak
 
 
