@@ -7,7 +7,7 @@ of all speeds (worker.dev.streams.games, seed 3). The worker: the games produced
 run` process (batch 5,000), games/s from its first commit to its last (bench.pipeline.throughput: its
 start-up is left out). The backfill: `python -m worker backfill FILE` into a fresh database, games/s of its
 whole run as a user times it (interpreter start, loading, every chunk committed). Each round runs both, in
-turns (BENCH_BACKFILL_ROUNDS, 2); the median round's ratio is reported. Both databases must hold as many
+turns (BENCH_BACKFILL_ROUNDS, 3); the median round's ratio is reported. Both databases must hold as many
 processed messages, ratings and changes at the end (not the same numbers: the worker's three partitions
 interleave the games in another order; tests/integration/test_backfill.py checks the rows themselves).
 """
@@ -34,7 +34,7 @@ from worker.dev.streams import games
 
 GAMES = int(os.environ.get("BENCH_BACKFILL_GAMES", "100000"))
 PLAYERS = int(os.environ.get("BENCH_BACKFILL_PLAYERS", "20000"))
-ROUNDS = int(os.environ.get("BENCH_BACKFILL_ROUNDS", "2"))
+ROUNDS = int(os.environ.get("BENCH_BACKFILL_ROUNDS", "3"))  # odd: the median round is one of them
 CHUNK = os.environ.get("BENCH_BACKFILL_CHUNK", str(backfill_command.CHUNK))  # the command's default
 COUNTS = "SELECT (SELECT count(*) FROM processed_messages), (SELECT count(*) FROM ratings), " \
          "(SELECT count(*) FROM rating_changes)"
