@@ -113,22 +113,37 @@ def worker_env(url: str, bootstrap: str, tag: str, **extra) -> dict:
 PEAK_RSS_MIB: list[float] = [0.0]
 
 
+# `python -m worker`, writing its own largest RSS (VmHWM) to $BENCH_PEAK_FILE as it exits. Not wait4's
+# ru_maxrss: Linux counts in it the RSS of the process that spawned it (the bench, with its history in
+# memory) as it was when the child called exec, so a small replay was reported as large as its parent.
+_WORKER_WITH_PEAK = """
+import atexit, os, runpy, sys
+def peak():
+    with open('/proc/self/status') as status, open(os.environ['BENCH_PEAK_FILE'], 'w') as out:
+        out.write(next(line.split()[1] for line in status if line.startswith('VmHWM:')))
+atexit.register(peak)
+runpy.run_module('worker', run_name='__main__', alter_sys=True)
+"""
+
+
 def replay_process(source: Path, out: Path, code: Path | None = None) -> tuple[float, float, list[str]]:
     """(seconds, largest RSS in MiB, stderr's lines) of one `python -m worker replay SOURCE -o OUT` process,
     run from `code` (a checkout) or this repository; raises if it fails. Its largest RSS is printed beside
     its speed: a process that grows its heap pays for each new page on this machine (docs/performance.md)."""
-    started = time.perf_counter()
-    with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: a pipe nobody reads would stop it at 64 KiB
-        proc = subprocess.Popen([sys.executable, "-m", "worker", "replay", str(source), "-o", str(out)], cwd=code,
-                                stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
-        stderr.seek(0)
-        errors = stderr.read().decode(errors="replace").splitlines()
-    if proc.returncode != 0:
-        raise RuntimeError(f"replay from {code or 'this repository'} failed ({proc.returncode}): {errors[-5:]}")
-    return seconds, usage.ru_maxrss / 1024, errors
+    with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
+        peak_file = Path(tmp) / "peak"
+        started = time.perf_counter()
+        with open(Path(tmp) / "stderr", "w+b") as stderr:  # a file, not a pipe: a pipe nobody reads stops it
+            proc = subprocess.Popen([sys.executable, "-c", _WORKER_WITH_PEAK, "replay", str(source), "-o", str(out)],
+                                    cwd=code, stdout=subprocess.DEVNULL, stderr=stderr,
+                                    env={**os.environ, "BENCH_PEAK_FILE": str(peak_file)})
+            proc.wait()
+            seconds = time.perf_counter() - started
+            stderr.seek(0)
+            errors = stderr.read().decode(errors="replace").splitlines()
+        if proc.returncode != 0:
+            raise RuntimeError(f"replay from {code or 'this repository'} failed ({proc.returncode}): {errors[-5:]}")
+        return seconds, int(peak_file.read_text()) / 1024, errors
 
 
 def rss_mib(pid: int) -> float:
