@@ -8,7 +8,9 @@ measured), taken out of git into a temporary directory and run from there (`pyth
 package in its working directory first). Each round runs both, in turns (a drift of the machine falls on
 both), as the user runs them: `python -m worker replay FILE -o OUT`, interpreter start included. Both
 outputs must be byte for byte the same (but for the `parameters` each record of now names). The median round is reported, with the engine's games/s measured
-in this process between the rounds (bench/engine.py's whole_game: csr.rate_game of one game, no I/O).
+in this process between the rounds (bench/engine.py's whole_game: csr.rate_game of one game, no I/O). A
+warm-up run of each comes first and is not counted (the baseline's speed depends on whether the machine's
+memory was touched lately; its first run of a session is its slowest).
 """
 
 from __future__ import annotations
@@ -68,6 +70,14 @@ def main() -> None:
         source = tmp_path / "games.jsonl"
         source.write_bytes(b"".join(line + b"\n" for line in games(GAMES, PLAYERS)))
         base = checkout(BASELINE, tmp_path / "baseline")
+        # One run of each first, not counted: the baseline keeps every record (1 GB here), and this machine
+        # charges a process for memory not touched lately, so its first run of a session is its slowest
+        # (docs/performance.md). It takes the worst of it off; the baseline's rounds still vary (9,900 to
+        # 13,700 games/s in one run of 2026-12-03).
+        warm_then, _ = replay(base, source, tmp_path / "then.jsonl")
+        warm_now, _ = replay(REPO, source, tmp_path / "now.jsonl")
+        print(f"  warm-up (not counted): now {GAMES / warm_now:,.0f} games/s, baseline {GAMES / warm_then:,.0f}",
+              flush=True)
         for n in range(1, ROUNDS + 1):
             then, then_rss = replay(base, source, tmp_path / "then.jsonl")
             engine = whole_game(200_000)
