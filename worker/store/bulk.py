@@ -25,6 +25,7 @@ import math
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from sys import intern
 
 import asyncpg
 
@@ -124,7 +125,7 @@ class BulkStore(MemoryStore):
                 async for p, s, c, *values in conn.cursor(QUERIES["backfill_states"], prefetch=10_000):
                     self.states[StateKey(p, s, c)] = RatingState(*values)
                 for player_id, reason, closed_at in await conn.fetch(QUERIES["backfill_players"]):
-                    self._players.add(player_id)
+                    self._players.add(intern(player_id))  # the string the packed states keep
                     if reason == FAIR_PLAY and closed_at is not None:
                         self.closures[player_id] = closed_at
 
@@ -155,6 +156,7 @@ class BulkStore(MemoryStore):
         known = self._players
         for p in player_ids:
             if p not in known:
+                p = intern(p)  # one string per player, shared with the packed states
                 known.add(p)
                 self.chunk.players.append(p)
 
