@@ -1,7 +1,8 @@
 """`./dev bench replay`: `rating-worker replay` of long histories, memory and speed (issue 22).
 
 For each of BENCH_REPLAY_SIZES (1,000,000, 5,000,000, 10,000,000 messages) it writes a history file and
-replays it in a process of its own (`python -m worker replay FILE -o OUT`; OUT's lines are counted),
+replays it in a process of its own (`python -m worker replay FILE -o OUT`, through bench.common.replay_process,
+which takes its own VmHWM; OUT's lines are counted),
 reporting its largest RSS, its messages/s and CSR games/s, and RSS against the first size's: memory must
 stay flat in the stream's length. The history is a platform's at a constant rate of message time (BENCH_REPLAY_PER_DAY, 100,000 a
 day), so that a longer stream is more days, not a denser one (at 100,000 a day the 7-day dedupe window
@@ -145,7 +146,7 @@ def main() -> None:
     for n, games, seconds, rss in rows:
         print(f"| {n:,} | {n / PER_DAY:.0f} | {n / seconds:,.0f} | {games / seconds:,.0f} | {rss:,.0f} MiB | "
               f"{rss / first[3]:.2f}x |")
-    print(f"\n{cpu_model()}, {os.cpu_count()} CPUs; largest RSS of the replay process (getrusage)")
+    print(f"\n{cpu_model()}, {os.cpu_count()} CPUs; largest RSS of the replay process (its own VmHWM)")
 
 
 if __name__ == "__main__":

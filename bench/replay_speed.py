@@ -6,7 +6,8 @@ all speeds, one a minute (worker.dev.streams.games, the issue's case). The basel
 BENCH_REPLAY_BASELINE (a06c197, the last commit before the streaming store: the replay the issue
 measured), taken out of git into a temporary directory and run from there (`python -m worker` finds the
 package in its working directory first). Each round runs both, in turns (a drift of the machine falls on
-both), as the user runs them: `python -m worker replay FILE -o OUT`, interpreter start included. Both
+both), as the user runs them: `python -m worker replay FILE -o OUT` (through bench.common.replay_process, which
+takes its own VmHWM as its largest RSS), interpreter start included. Both
 outputs must be byte for byte the same (but for the `parameters` each record of now names). The median round is reported, with the engine's games/s measured
 in this process between the rounds (bench/engine.py's whole_game: csr.rate_game of one game, no I/O). A
 warm-up run of each comes first and is not counted (the baseline's speed depends on whether the machine's
@@ -72,8 +73,8 @@ def main() -> None:
         base = checkout(BASELINE, tmp_path / "baseline")
         # One run of each first, not counted: the baseline keeps every record (1 GB here), and this machine
         # charges a process for memory not touched lately, so its first run of a session is its slowest
-        # (docs/performance.md). It takes the worst of it off; the baseline's rounds still vary (9,900 to
-        # 13,700 games/s in one run of 2026-12-03).
+        # (docs/performance.md). It takes the worst of it off; the baseline's rounds still vary (7,798 to
+        # 13,732 games/s in the rounds of two runs of 2026-12-03).
         warm_then, _ = replay(base, source, tmp_path / "then.jsonl")
         warm_now, _ = replay(REPO, source, tmp_path / "now.jsonl")
         print(f"  warm-up (not counted): now {GAMES / warm_now:,.0f} games/s, baseline {GAMES / warm_then:,.0f}",

@@ -33,9 +33,10 @@ from worker.store.bulk import BulkStore, Position
 from worker.store.queries import QUERIES
 
 HEAD_BYTES = 1 << 20  # a file is known by the digest of its first MiB
-# Messages per transaction. 10,000 measured best (docs/performance.md, backfill): smaller chunks pay for
-# more commits (2,000: -20%), larger ones keep more in memory (two chunks of rows at a time: 50,000 took
-# 320-340 MiB on a 1M-message history against 187) and leave the engine waiting on the last one's commit.
+# Messages per transaction (docs/performance.md, backfill): 10,000 was the fastest on 100,000 CSR games
+# (50,000: 15% slower, the engine waiting longer for the last chunk's commit; 2,000: 20% slower, paying
+# for more commits) and the same within the noise on a 1M-message mix, where it takes half the memory
+# (two chunks of rows are held at a time: 50,000 took 321-343 MiB against 187).
 CHUNK = 10_000
 BATCH = 1_000  # messages per engine batch, as replay's
 

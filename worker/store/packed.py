@@ -1,4 +1,5 @@
-"""The offline replay's states, packed: a mapping StateKey -> RatingState in about a third of a dict's memory.
+"""The states of a whole history, packed: a mapping StateKey -> RatingState in about a third of a dict's
+memory, for the stores that hold every player of one (replay's StreamStore, backfill's BulkStore).
 
 A replay of a platform's history keeps one state per player, system and category for the whole run
 (issue 22 item 1: memory flat in the stream's length), and Chess Tempo keeps one more per (user, mode,
