@@ -280,7 +280,8 @@ Example: rating-worker backfill history.jsonl --database-url postgresql://rating
     p.add_argument("--database-url", help="PostgreSQL URL [env DATABASE_URL]")
     p.add_argument("--chunk", type=int, default=CHUNK, metavar="N",
                    help=f"messages per transaction (default {CHUNK:,}): a crash loses the work since the last chunk "
-                        f"committed (at most two: the one being written, the one being rated)")
+                        f"committed (at most two: the one being written, the one being rated); both are held in "
+                        f"memory, about 30-40 MiB per 10,000 messages, and larger chunks were not faster")
     p.add_argument("--publish", action="store_true",
                    help="publish the history's rating.changed too: its changes go to the outbox, and the worker's "
                         "relay publishes them (by default a history is not published)")
