@@ -106,17 +106,20 @@ async def broker_mode(pg, broker, path: Path, log: Path) -> None:
     await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
     worker = start_worker(worker_env(url, broker.bootstrap_servers, tag, batch_size=BATCH), log)
     conn = await asyncpg.connect(url)
+    # Its output to a file, not a pipe: a pipe read only at the end stops the import once it fills (64 KiB).
+    output = tempfile.TemporaryFile()
     try:
         started = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "worker", "import", str(path), "--quiet", "--topic", f"in-{tag}",
                                  "--bootstrap-servers", broker.bootstrap_servers, "--batch-size", str(BATCH)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=output, stderr=subprocess.STDOUT)
         produced_at = None
         while True:
             if produced_at is None and proc.poll() is not None:
                 produced_at = time.perf_counter() - started
                 if proc.returncode != 0:
-                    raise RuntimeError(f"import exited with {proc.returncode}: {proc.communicate()}")
+                    output.seek(0)
+                    raise RuntimeError(f"import exited with {proc.returncode}: {output.read().decode()[-2000:]}")
             n = await conn.fetchval("SELECT count(*) FROM processed_messages")
             if n >= COUNT:
                 break
@@ -128,6 +131,7 @@ async def broker_mode(pg, broker, path: Path, log: Path) -> None:
             proc.wait()
             produced_at = time.perf_counter() - started
     finally:
+        output.close()
         await conn.close()
         worker.send_signal(signal.SIGTERM)
         worker.wait(120)
