@@ -71,6 +71,37 @@ async def copy_db(pg, template: str, name: str) -> str:
     return pg.url.rsplit("/", 1)[0] + "/" + name
 
 
+# What PostgreSQL wrote and read, server-wide (PostgreSQL 16+: pg_stat_io): a run's share is the difference
+# of two readings. Backends report their counters when they exit or at most once a second, hence the wait.
+_IO = """
+SELECT (SELECT wal_fpi FROM pg_stat_wal) AS full_pages_logged,
+       (SELECT wal_bytes FROM pg_stat_wal) / 1048576.0 AS wal_mib,
+       (SELECT coalesce(sum(reads), 0) FROM pg_stat_io WHERE object = 'relation') AS pages_read,
+       (SELECT coalesce(sum(writes), 0) FROM pg_stat_io WHERE object = 'relation') AS pages_written
+"""
+
+
+async def io_counters(pg) -> dict[str, float] | None:
+    """PostgreSQL's WAL and buffer I/O counters so far (None before PostgreSQL 16)."""
+    await asyncio.sleep(1.5)
+    conn = await asyncpg.connect(pg.url)
+    try:
+        if conn.get_server_version().major < 16:
+            return None
+        return {k: float(v) for k, v in (await conn.fetchrow(_IO)).items()}
+    finally:
+        await conn.close()
+
+
+def io_between(before: dict[str, float] | None, after: dict[str, float] | None) -> str:
+    """The I/O of what ran between two io_counters readings, for a progress line ("" if unknown)."""
+    if before is None or after is None:
+        return ""
+    d = {k: after[k] - before[k] for k in before}
+    return (f"WAL {d['wal_mib']:,.0f} MiB ({d['full_pages_logged']:,.0f} whole pages), {d['pages_read']:,.0f} pages "
+            f"read and {d['pages_written']:,.0f} written outside the WAL")
+
+
 async def drop_db(pg, name: str) -> None:
     conn = await asyncpg.connect(pg.url)
     try:

@@ -7,7 +7,7 @@ best        the best case: BENCH_GAMES (100,000) CSR games among BENCH_PLAYERS (
             worker (bench/limit.py), and the latency at BENCH_RATE (2,000) games/s against bench/echo.py
 realistic   the same with BENCH_LIMIT_PLAYERS (20,000) players and PostgreSQL at its default memory settings
 scale       BENCH_SCALE_PLAYERS (1,000,000) players stored against BENCH_SCALE_ACTIVE (20,000), the same
-            20,000 playing, PostgreSQL at its default memory; BENCH_SCALE_ROUNDS (3) interleaved rounds
+            20,000 playing, PostgreSQL at its default memory; BENCH_SCALE_ROUNDS (5) interleaved rounds
 mixed       each message type alone, then all five mixed, against the same stream's pure Python work
 horizontal  2 and 4 worker processes in one consumer group against 1, 6 partitions
 engine      Glicko-2 updates against the glicko2 package (no services)
@@ -37,6 +37,8 @@ from bench.common import (
     cpu_model,
     drop_db,
     fresh_db,
+    io_between,
+    io_counters,
     prefill,
     produce_any,
     start_worker,
@@ -50,7 +52,7 @@ from worker.dev.streams import chesstempo_attempts, games, puzzle_attempts, turb
 RATE = int(os.environ.get("BENCH_RATE", "2000"))
 SCALE_STORED = int(os.environ.get("BENCH_SCALE_PLAYERS", "1000000"))
 SCALE_ACTIVE = int(os.environ.get("BENCH_SCALE_ACTIVE", "20000"))
-SCALE_ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", "3"))
+SCALE_ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", "5"))
 
 
 @dataclass(frozen=True)
@@ -120,8 +122,12 @@ async def scale(pg, broker, log: Path) -> None:
         for stored in order:
             name = f"bench_scale_{stored}_{n}"
             url = await copy_db(pg, templates[stored], name)
+            before = await io_counters(pg)
             pair[stored] = await throughput(pg, broker, log, batch_size=5000, values=values, url=url,
                                             tag=f"scale{stored}-{n}")
+            io = io_between(before, await io_counters(pg))
+            print(f"  scale: {stored:,} stored: {pair[stored]:,.0f} games/s" + (f"; PostgreSQL: {io}" if io else ""),
+                  flush=True)
             await drop_db(pg, name)
         rates[SCALE_ACTIVE].append(pair[SCALE_ACTIVE])
         rates[SCALE_STORED].append(pair[SCALE_STORED])
