@@ -37,7 +37,7 @@ from pathlib import Path
 
 import asyncpg
 
-from bench.common import PG_SETTINGS, cpu_model, fresh_db
+from bench.common import PG_SETTINGS, cpu_model, drop_db, fresh_db
 from bench.pipeline import throughput
 from worker import dev
 from worker.contract.decode import decode
@@ -171,6 +171,7 @@ async def measure(pg, broker, log: Path, values: list[bytes], rounds: int = ROUN
         py_after, _ = await python_cost(values)
         py_s = (py_before + py_after) / 2
         db_s = await database_cost(await fresh_db(pg, f"bench_{tag}_copy_{n}"), batches)
+        await drop_db(pg, f"bench_{tag}_copy_{n}")
         r = Round(worker, py_s, db_s, n_games)
         taken.append(r)
         print(f"  round {n}: worker {worker:,.0f} games/s; python {py_before / n_games * 1e6:.1f} us/game before "

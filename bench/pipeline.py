@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from bench.common import (
     PEAK_RSS_MIB,
     PG_SETTINGS,
+    drop_db,
     fresh_db,
     produce_any,
     start_worker,
@@ -50,7 +51,8 @@ async def throughput(pg, broker, log: Path, batch_size: int = 1000, values: list
 
     `url`: a database already prepared (default: a fresh one); `settings`: more worker settings."""
     tag = tag or f"tp{batch_size}"
-    url = url or await fresh_db(pg, f"bench_{tag}")
+    own = None if url else f"bench_{tag}"  # a database made here is dropped here, once measured
+    url = url or await fresh_db(pg, own)
     await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
     values = values if values is not None else games(GAMES, PLAYERS, seed=3)
     total = len(values)
@@ -58,10 +60,13 @@ async def throughput(pg, broker, log: Path, batch_size: int = 1000, values: list
     spawned = time.perf_counter()
     proc = start_worker(worker_env(url, broker.bootstrap_servers, tag, batch_size=batch_size, **settings), log)
     try:
-        return await until_processed(url, total, [proc], "throughput", spawned, log)
+        rate = await until_processed(url, total, [proc], "throughput", spawned, log)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
+    if own:
+        await drop_db(pg, own)
+    return rate
 
 
 async def latency(pg, broker, log: Path, rate: int = LATENCY_RATE, seconds: int = LATENCY_SECONDS,
@@ -71,7 +76,8 @@ async def latency(pg, broker, log: Path, rate: int = LATENCY_RATE, seconds: int 
     `echo`: the baseline instead of the worker, bench/echo.py (the same consumer and producer settings,
     no database): what two hops through this broker cost at this rate."""
     tag = f"lat{rate}-{players}" + ("-echo" if echo else "")
-    url = await fresh_db(pg, f"bench_{tag}".replace("-", "_"))
+    own = f"bench_{tag}".replace("-", "_")
+    url = await fresh_db(pg, own)
     await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
     env = worker_env(url, broker.bootstrap_servers, tag, kafka_fetch_max_wait_ms=LATENCY_FETCH_WAIT_MS)
     proc = start_worker(env, log, module="bench.echo" if echo else None)
@@ -117,6 +123,7 @@ async def latency(pg, broker, log: Path, rate: int = LATENCY_RATE, seconds: int 
         await consumer.stop()
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
+    await drop_db(pg, own)
     _print_timeline(sent, seen, start)
     lat = sorted((seen[k] - t) * 1000 for k, t in sent.items() if k in seen)
     return statistics.median(lat), lat[int(len(lat) * 0.99) - 1], len(lat)
