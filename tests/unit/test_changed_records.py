@@ -107,3 +107,28 @@ def test_an_unlisting_has_no_delta():
     d = orjson.loads(record.payload)["data"]
     assert d["before"]["rating"] == pytest.approx(1395.0) and d["after"]["rating"] is None and d["delta"] is None
     assert record.delta == pytest.approx(0.0)  # the stored ratings' difference, for the history
+
+
+def test_a_records_bytes_hold_no_more_memory_than_their_length():
+    """A record keeps its rating.changed bytes from the plan to the publication (10,000 of them in a
+    5,000-game batch): they must not keep the encoder's spare buffer with them (orjson's 4 or 8 KiB
+    each filled the worker's memory, issue 21)."""
+    import tracemalloc
+
+    key = StateKey("p12345", "csr", "blitz")
+    before = RatingState(1500.0, 80.0, 0.06, games=30, version=30)
+    change = RatingChange(key, before, before._replace(rating=1512.25, rd=78.5, games=31, version=31), False, None)
+    message = Message("/test/games", "game-123", "game.finished", T, None, "g-123")
+    records = [change_record(message, change, 0.0)]  # the first call's one-off allocations, outside the count
+    tracemalloc.start()
+    try:
+        start, _ = tracemalloc.get_traced_memory()
+        records += [change_record(message, change, 0.0) for _ in range(1000)]
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    payload = len(records[-1].payload)
+    # Per record: its bytes (their length and the object's header) and the rest of the record, ~450 bytes
+    # (its tuple, the event id, the before and after triples); with the encoder's buffer, 4,500 here.
+    per_record = (held - start) / 1000
+    assert per_record < payload + 1000, f"{per_record:.0f} bytes held a record for a {payload}-byte event"
