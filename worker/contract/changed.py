@@ -155,8 +155,9 @@ def _encode(event_id, key, version, delta, cause_type, cause_source, cause_id, c
     })
     # Copied to its exact size: orjson's bytes keep the buffer they were written into, 4 or 8 KiB (orjson
     # 3.13, tracemalloc: 8,154 bytes held for a 611-byte event), and a record keeps its bytes from the plan
-    # to the publication. The worker's largest RSS went from 384-430 MiB to 172-174 (5,000-game batches,
-    # 20,000 players, 3 interleaved pairs), its speed the same within the noise; the copy costs ~0.3 us.
+    # to the publication. The worker's largest RSS went from 381-430 MiB to 172-177 (5,000-game batches,
+    # 20,000 players, six runs each), its speed the same to +6% in pairs run in turns (docs/performance.md,
+    # "What made the difference"); the copy costs ~0.3 us.
     return bytes(memoryview(encoded))
 
 
