@@ -3,7 +3,7 @@
 (20,000) players, batches of 5,000, PostgreSQL at its default memory settings with durable commits
 (BENCH_LIMIT_PG=tuned: production-sized as in the other benchmarks, the best case with 2,000 players).
 
-Four figures, on the same games, one after the other (never at the same time: 2 cores):
+Five figures, on the same games, one after the other (never at the same time: 2 cores):
 
 worker   one `rating-worker run` process, end to end (consume, decode, lock, rate, write, commit,
          publish, commit offsets), games/s from its first commit to its last;
@@ -14,10 +14,14 @@ python   the worker's own Python work per game, nothing else: decode, rate and e
          garbage collector tuned as the worker tunes it (worker/runtime.py);
 database the same durable rows by the cheapest path: per batch, one transaction that COPYs the new
          ratings (into a temporary table, then one upsert), the history rows, the outbox rows and the
-         processed ids, and commits (fsync).
+         processed ids, and commits (fsync);
+clients  beside the limit, what the client libraries alone cost the worker's thread for the same games
+         (bench/clients.py: consume with aiokafka, publish the rating.changed records, COPY the rows with
+         asyncpg), and the ceiling that puts on the worker's ratio: no worker that also does that work can
+         pass it.
 
 The limit is what one worker process could reach if its Python thread and PostgreSQL overlapped
-perfectly: 1 / max(python, database) per game. The worker, python and database figures are taken
+perfectly: 1 / max(python, database) per game. The worker, python, database and clients figures are taken
 BENCH_LIMIT_ROUNDS (3) times, each round's one right after the other (python before and after the
 worker, their mean), because a shared machine's speed drifts by tens of percent within minutes (the same
 code measured 4,470 and 6,637 games/s here): it prints each round's ratio and the median round's
@@ -37,6 +41,7 @@ from pathlib import Path
 
 import asyncpg
 
+from bench import clients
 from bench.common import PG_SETTINGS, cpu_model, drop_db, fresh_db
 from bench.pipeline import throughput
 from worker import dev
@@ -132,6 +137,7 @@ class Round:
     python_s: float  # seconds of pure Python for all the games
     database_s: float  # seconds of the COPY path for all the games
     games: int
+    clients_s: float = 0.0  # seconds of the client libraries' own work for all the games (bench/clients.py)
 
     @property
     def limit(self) -> float:
@@ -140,6 +146,11 @@ class Round:
     @property
     def ratio(self) -> float:
         return self.worker / self.limit
+
+    @property
+    def ceiling(self) -> float:
+        """The most `ratio` can be for a worker whose thread also does the client libraries' work."""
+        return max(self.python_s, self.database_s) / max(self.python_s + self.clients_s, self.database_s)
 
 
 @dataclass(frozen=True)
@@ -170,13 +181,20 @@ async def measure(pg, broker, log: Path, values: list[bytes], rounds: int = ROUN
         worker = await throughput(pg, broker, log, batch_size=BATCH, values=values, tag=f"{tag}-worker-{n}")
         py_after, _ = await python_cost(values)
         py_s = (py_before + py_after) / 2
-        db_s = await database_cost(await fresh_db(pg, f"bench_{tag}_copy_{n}"), batches)
+        copy_url = await fresh_db(pg, f"bench_{tag}_copy_{n}")
+        db_s = await database_cost(copy_url, batches)
+        # The worker's own input topic (throughput's), read again by a group of its own.
+        used = await clients.measure(copy_url, broker.bootstrap_servers, f"in-{tag}-worker-{n}", f"{tag}-clients-{n}",
+                                     batches, BATCH)
         await drop_db(pg, f"bench_{tag}_copy_{n}")
-        r = Round(worker, py_s, db_s, n_games)
+        r = Round(worker, py_s, db_s, n_games, used.total_s)
         taken.append(r)
         print(f"  round {n}: worker {worker:,.0f} games/s; python {py_before / n_games * 1e6:.1f} us/game before "
               f"it, {py_after / n_games * 1e6:.1f} after; database (COPY) {db_s / n_games * 1e6:.1f} us/game; limit "
-              f"{r.limit:,.0f} games/s; worker = {r.ratio:.2f} of the limit", flush=True)
+              f"{r.limit:,.0f} games/s; worker = {r.ratio:.2f} of the limit; client libraries "
+              f"{used.total_s / n_games * 1e6:.1f} us/game (consume {used.consume_s / n_games * 1e6:.1f}, produce "
+              f"{used.produce_s / n_games * 1e6:.1f}, copy {used.copy_s / n_games * 1e6:.1f}): ceiling "
+              f"{r.ceiling:.2f}", flush=True)
     return Limit(naive, taken)
 
 
@@ -184,7 +202,8 @@ def describe(result: Limit) -> str:
     m = result.median
     return (f"worker: {m.worker:,.0f} games/s = {m.ratio:.2f} of the limit (rounds: "
             f"{', '.join(f'{r.ratio:.2f}' for r in result.rounds)}), {m.worker / result.naive:.0f}x naive "
-            f"({result.naive:,.0f} games/s)")
+            f"({result.naive:,.0f} games/s); the client libraries' own work alone caps it at {m.ceiling:.2f} "
+            f"(rounds: {', '.join(f'{r.ceiling:.2f}' for r in result.rounds)})")
 
 
 async def main() -> None:
@@ -200,7 +219,8 @@ async def main() -> None:
         m = result.median
         print(f"\nCPU: {cpu_model()} ({os.cpu_count()} cores)")
         print(f"median round: limit (1 / max(python, database)) {m.limit:,.0f} games/s (python "
-              f"{m.python_s / GAMES * 1e6:.1f} us, database {m.database_s / GAMES * 1e6:.1f} us per game)")
+              f"{m.python_s / GAMES * 1e6:.1f} us, database {m.database_s / GAMES * 1e6:.1f} us per game); client "
+              f"libraries {m.clients_s / GAMES * 1e6:.1f} us per game")
         print(describe(result))
     finally:
         broker.stop()

@@ -82,7 +82,8 @@ async def _throughput_case(pg, broker, log: Path, case: str, players: int, comma
         f"**{m.ratio:.2f} of the limit** (rounds {', '.join(f'{r.ratio:.2f}' for r in result.rounds)}); "
         f"**{m.worker / result.naive:.0f}x the naive worker**",
         f"{m.worker:,.0f} games/s; limit {m.limit:,.0f} (pure Python {m.python_s / m.games * 1e6:.0f} us, COPY "
-        f"{m.database_s / m.games * 1e6:.0f} us a game); naive {result.naive:,.0f}",
+        f"{m.database_s / m.games * 1e6:.0f} us a game); naive {result.naive:,.0f}; the client libraries' own "
+        f"work ({m.clients_s / m.games * 1e6:.0f} us a game) caps the ratio at {m.ceiling:.2f}",
         command))
     await _latency_case(pg, broker, log, case, players)
 
