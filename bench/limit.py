@@ -17,8 +17,8 @@ database the same durable rows by the cheapest path: per batch, one transaction 
          processed ids, and commits (fsync);
 clients  beside the limit, what the client libraries alone cost the worker's thread for the same games
          (bench/clients.py: consume with aiokafka, publish the rating.changed records, COPY the rows with
-         asyncpg), and the ceiling that puts on the worker's ratio: no worker that also does that work can
-         pass it.
+         asyncpg, the rows built beforehand), and the ceiling that puts on the worker's ratio: no worker
+         that also does that work can pass it.
 
 The limit is what one worker process could reach if its Python thread and PostgreSQL overlapped
 perfectly: 1 / max(python, database) per game. The worker, python, database and clients figures are taken
@@ -194,7 +194,7 @@ async def measure(pg, broker, log: Path, values: list[bytes], rounds: int = ROUN
               f"{r.limit:,.0f} games/s; worker = {r.ratio:.2f} of the limit; client libraries "
               f"{used.total_s / n_games * 1e6:.1f} us/game (consume {used.consume_s / n_games * 1e6:.1f}, produce "
               f"{used.produce_s / n_games * 1e6:.1f}, copy {used.copy_s / n_games * 1e6:.1f}): ceiling "
-              f"{r.ceiling:.2f}", flush=True)
+              f"{r.ceiling:.2f}; the worker's rows for the copy {used.rows_s / n_games * 1e6:.1f} us/game", flush=True)
     return Limit(naive, taken)
 
 
