@@ -16,6 +16,7 @@ from pathlib import Path
 import asyncpg
 from aiokafka import AIOKafkaProducer
 
+from bench import cpu
 from worker.dev.streams import player_of
 from worker.store.migrate import migrate
 
@@ -153,6 +154,9 @@ def worker_env(url: str, bootstrap: str, tag: str, **extra) -> dict:
 
 #: the largest RSS (MiB) of the worker processes during the last `until_processed`
 PEAK_RSS_MIB: list[float] = [0.0]
+#: the CPU used from the first batch's commit to the last during the last `until_processed` (bench/cpu.py:
+#: the workers, PostgreSQL, the broker, the machine), and the messages processed in that time
+WINDOW_CPU: list[tuple[cpu.Usage | None, int]] = [(None, 0)]
 
 
 # `python -m worker`, writing its own largest RSS (VmHWM) to $BENCH_PEAK_FILE as it exits. Not wait4's
@@ -199,11 +203,14 @@ def rss_mib(pid: int) -> float:
 async def until_processed(url: str, total: int, procs, label: str, spawned: float, log: Path) -> float:
     """Wait until `total` messages are processed, printing progress; messages/s from the first batch's
     commit to the last (start-up excluded), or since `spawned` when everything came in one batch. The
-    workers' largest RSS on the way goes to PEAK_RSS_MIB."""
+    workers' largest RSS on the way goes to PEAK_RSS_MIB, the CPU of that window to WINDOW_CPU."""
     conn = await asyncpg.connect(url)
     first = n_first = None
     last_print = 0.0
     PEAK_RSS_MIB[0] = 0.0
+    WINDOW_CPU[0] = (None, 0)
+    pids = [p.pid for p in procs]
+    at_first = None
     try:
         while True:
             n = await conn.fetchval("SELECT count(*) FROM processed_messages")
@@ -211,10 +218,12 @@ async def until_processed(url: str, total: int, procs, label: str, spawned: floa
             now = time.perf_counter()
             if n and first is None:
                 first, n_first = now, n
+                at_first = cpu.read(pids)
             if now - last_print > 2:
                 print(f"  {label}: {n}/{total} processed", flush=True)
                 last_print = now
             if n >= total:
+                WINDOW_CPU[0] = (cpu.between(at_first, cpu.read(pids)), total - n_first)
                 return (total - n_first) / (now - first) if n_first < total else total / (now - spawned)
             if any(p.poll() is not None for p in procs):
                 raise RuntimeError(f"a worker exited, see {log}")

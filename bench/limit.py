@@ -18,7 +18,11 @@ database the same durable rows by the cheapest path: per batch, one transaction 
 clients  beside the limit, what the client libraries alone cost the worker's thread for the same games
          (bench/clients.py: consume with aiokafka, publish the rating.changed records, COPY the rows with
          asyncpg, the rows built beforehand), and the ceiling that puts on the worker's ratio: no worker
-         that also does that work can pass it.
+         that also does that work can pass it;
+cpu      where a game's CPU goes in the worker's run, from its first commit to its last: the worker process,
+         PostgreSQL (all of its processes), the broker, and how busy the machine's cores were; beside it
+         PostgreSQL's CPU for the database figure's COPY path (bench/cpu.py). The limit assumes the worker's
+         Python and PostgreSQL overlap perfectly: on 2 cores that holds only while their CPU fits in them.
 
 The limit is what one worker process could reach if its Python thread and PostgreSQL overlapped
 perfectly: 1 / max(python, database) per game. The worker, python, database and clients figures are taken
@@ -41,8 +45,8 @@ from pathlib import Path
 
 import asyncpg
 
-from bench import clients
-from bench.common import PG_SETTINGS, cpu_model, drop_db, fresh_db
+from bench import clients, cpu
+from bench.common import PG_SETTINGS, WINDOW_CPU, cpu_model, drop_db, fresh_db
 from bench.pipeline import throughput
 from worker import dev
 from worker.contract.decode import decode
@@ -96,8 +100,9 @@ def _copy_rows(records, states, messages):
     return ratings, history, processed
 
 
-async def database_cost(url: str, batches) -> float:
-    """Seconds to write the same rows by COPY, one durable transaction per batch (the rows built first)."""
+async def database_cost(url: str, batches) -> tuple[float, cpu.Usage | None]:
+    """Seconds to write the same rows by COPY, one durable transaction per batch (the rows built first), and
+    the CPU it took (PostgreSQL's is the one that counts: this process only sends the rows)."""
     rows = [_copy_rows(records, states, messages) for messages, records, states in batches]
     conn = await asyncpg.connect(url)
     try:
@@ -108,7 +113,7 @@ async def database_cost(url: str, batches) -> float:
                            "cause_source", "cause_id", "cause_ref", "changed_at", "before_rating", "before_rd", "before_volatility",
                            "after_rating", "after_rd", "after_volatility", "provisional", "floor", "games",
                            "cause_time", "parameters"]
-        started = time.perf_counter()
+        started, before = time.perf_counter(), cpu.read()
         for ratings, history, processed in rows:
             async with conn.transaction():
                 await conn.copy_records_to_table("staged", records=ratings, columns=rating_columns)
@@ -124,7 +129,7 @@ async def database_cost(url: str, batches) -> float:
                                    "WHERE id > coalesce((SELECT max(change_id) FROM outbox), 0)")
                 await conn.copy_records_to_table("processed_messages", records=processed,
                                                  columns=["source", "id", "type", "outcome"])
-        return time.perf_counter() - started
+        return time.perf_counter() - started, cpu.between(before, cpu.read())
     finally:
         await conn.close()
 
@@ -138,6 +143,27 @@ class Round:
     database_s: float  # seconds of the COPY path for all the games
     games: int
     clients_s: float = 0.0  # seconds of the client libraries' own work for all the games (bench/clients.py)
+    # CPU from the worker's first commit to its last (bench/cpu.py) and the games in that window; the CPU of
+    # the database figure's COPY path
+    worker_cpu: tuple[cpu.Usage | None, int] = (None, 0)
+    copy_cpu: cpu.Usage | None = None
+
+    def cpu_brief(self) -> str:
+        """The same, short, for the suite's table ("" when not measured)."""
+        usage, n = self.worker_cpu
+        if usage is None or not n or self.copy_cpu is None:
+            return ""
+        return (f"; CPU a game in the worker's run: worker {usage.processes / n * 1e6:.0f} us, PostgreSQL "
+                f"{usage.postgresql / n * 1e6:.0f} ({self.copy_cpu.postgresql / self.games * 1e6:.0f} for the same "
+                f"rows by COPY)")
+
+    def cpu_line(self) -> str:
+        """Where a game's CPU goes in the worker's run, against PostgreSQL's for the same rows by COPY."""
+        usage, n = self.worker_cpu
+        if usage is None or not n or self.copy_cpu is None:
+            return "CPU: not measured (no /proc)"
+        return (f"CPU in the worker's run: {usage.per_game(n)}; PostgreSQL for the same rows by COPY "
+                f"{self.copy_cpu.postgresql / self.games * 1e6:.0f} us a game")
 
     @property
     def limit(self) -> float:
@@ -182,19 +208,21 @@ async def measure(pg, broker, log: Path, values: list[bytes], rounds: int = ROUN
         py_after, _ = await python_cost(values)
         py_s = (py_before + py_after) / 2
         copy_url = await fresh_db(pg, f"bench_{tag}_copy_{n}")
-        db_s = await database_cost(copy_url, batches)
+        window = WINDOW_CPU[0]
+        db_s, copy_cpu = await database_cost(copy_url, batches)
         # The worker's own input topic (throughput's), read again by a group of its own.
         used = await clients.measure(copy_url, broker.bootstrap_servers, f"in-{tag}-worker-{n}", f"{tag}-clients-{n}",
                                      batches, BATCH)
         await drop_db(pg, f"bench_{tag}_copy_{n}")
-        r = Round(worker, py_s, db_s, n_games, used.total_s)
+        r = Round(worker, py_s, db_s, n_games, used.total_s, window, copy_cpu)
         taken.append(r)
         print(f"  round {n}: worker {worker:,.0f} games/s; python {py_before / n_games * 1e6:.1f} us/game before "
               f"it, {py_after / n_games * 1e6:.1f} after; database (COPY) {db_s / n_games * 1e6:.1f} us/game; limit "
               f"{r.limit:,.0f} games/s; worker = {r.ratio:.2f} of the limit; client libraries "
               f"{used.total_s / n_games * 1e6:.1f} us/game (consume {used.consume_s / n_games * 1e6:.1f}, produce "
               f"{used.produce_s / n_games * 1e6:.1f}, copy {used.copy_s / n_games * 1e6:.1f}): ceiling "
-              f"{r.ceiling:.2f}; the worker's rows for the copy {used.rows_s / n_games * 1e6:.1f} us/game", flush=True)
+              f"{r.ceiling:.2f}; the worker's rows for the copy {used.rows_s / n_games * 1e6:.1f} us/game; "
+              f"{r.cpu_line()}", flush=True)
     return Limit(naive, taken)
 
 
@@ -222,6 +250,7 @@ async def main() -> None:
               f"{m.python_s / GAMES * 1e6:.1f} us, database {m.database_s / GAMES * 1e6:.1f} us per game); client "
               f"libraries {m.clients_s / GAMES * 1e6:.1f} us per game")
         print(describe(result))
+        print(f"median round's {m.cpu_line()}")
     finally:
         broker.stop()
         pg.stop()

@@ -75,7 +75,7 @@ async def _throughput_case(pg, broker, log: Path, case: str, players: int, comma
     print(f"{case}: {GAMES:,} CSR games among {players:,} players against the limit and the naive worker", flush=True)
     result = await limit.measure(pg, broker, log, games(GAMES, players, seed=3), tag=case)
     m = result.median
-    print(f"{case}: {limit.describe(result)}", flush=True)
+    print(f"{case}: {limit.describe(result)}; median round's {m.cpu_line()}", flush=True)
     pg_kind = "production-sized" if case == "best" else "default memory"
     ROWS.append(Row(
         f"{case} case: CSR games end to end, one worker, {players:,} players, batch 5,000, PostgreSQL {pg_kind}",
@@ -83,7 +83,7 @@ async def _throughput_case(pg, broker, log: Path, case: str, players: int, comma
         f"**{m.worker / result.naive:.0f}x the naive worker**",
         f"{m.worker:,.0f} games/s; limit {m.limit:,.0f} (pure Python {m.python_s / m.games * 1e6:.0f} us, COPY "
         f"{m.database_s / m.games * 1e6:.0f} us a game); naive {result.naive:,.0f}; the client libraries' own "
-        f"work ({m.clients_s / m.games * 1e6:.0f} us a game) caps the ratio at {m.ceiling:.2f}",
+        f"work ({m.clients_s / m.games * 1e6:.0f} us a game) caps the ratio at {m.ceiling:.2f}{m.cpu_brief()}",
         command))
     await _latency_case(pg, broker, log, case, players)
 
