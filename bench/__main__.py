@@ -61,7 +61,8 @@ BENCHMARKS = {
     "imports": ("rating-worker import of 1,000,000 players", _run("imports", lambda m: asyncio.run(m.main()))),
     "limit": ("the worker against the machine's limit for the same work (issue 21): 100,000 games among 20,000 "
               "players, PostgreSQL at default memory; worker, naive, pure Python, the same rows by COPY, and the "
-              "ceiling the client libraries' own cost puts on the ratio",
+              "ceiling the client libraries' own cost puts on the ratio; where a game's CPU goes in the worker's run (the "
+              "worker, PostgreSQL, the broker) against PostgreSQL's for the COPY",
               _run("limit", lambda m: asyncio.run(m.main()))),
     "replay": ("rating-worker replay of 1, 5 and 10 million messages (BENCH_REPLAY_SIZES): largest RSS, "
                "messages/s and games/s, memory against the stream's length", _run("replay", lambda m: m.main())),
