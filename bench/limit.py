@@ -148,22 +148,27 @@ class Round:
     worker_cpu: tuple[cpu.Usage | None, int] = (None, 0)
     copy_cpu: cpu.Usage | None = None
 
-    def cpu_brief(self) -> str:
-        """The same, short, for the suite's table ("" when not measured)."""
+    def _cpu(self) -> tuple[cpu.Usage, int, float] | None:
+        """(the worker run's CPU, its games, PostgreSQL's us a game for the COPY path), None if not measured."""
         usage, n = self.worker_cpu
         if usage is None or not n or self.copy_cpu is None:
+            return None
+        return usage, n, self.copy_cpu.postgresql / self.games * 1e6
+
+    def cpu_brief(self) -> str:
+        """The same as cpu_line, short, for the suite's table ("" when not measured)."""
+        if (measured := self._cpu()) is None:
             return ""
+        usage, n, copy_us = measured
         return (f"; CPU a game in the worker's run: worker {usage.processes / n * 1e6:.0f} us, PostgreSQL "
-                f"{usage.postgresql / n * 1e6:.0f} ({self.copy_cpu.postgresql / self.games * 1e6:.0f} for the same "
-                f"rows by COPY)")
+                f"{usage.postgresql / n * 1e6:.0f} ({copy_us:.0f} for the same rows by COPY)")
 
     def cpu_line(self) -> str:
         """Where a game's CPU goes in the worker's run, against PostgreSQL's for the same rows by COPY."""
-        usage, n = self.worker_cpu
-        if usage is None or not n or self.copy_cpu is None:
+        if (measured := self._cpu()) is None:
             return "CPU: not measured (no /proc)"
-        return (f"CPU in the worker's run: {usage.per_game(n)}; PostgreSQL for the same rows by COPY "
-                f"{self.copy_cpu.postgresql / self.games * 1e6:.0f} us a game")
+        usage, n, copy_us = measured
+        return f"CPU in the worker's run: {usage.per_game(n)}; PostgreSQL for the same rows by COPY {copy_us:.0f} us a game"
 
     @property
     def limit(self) -> float:
