@@ -75,9 +75,10 @@ def ce(ident: str, type_: str, data: dict, time: str) -> bytes:
                          "data": data})
 
 
-def stream(players: int = 12) -> list[bytes]:
+def stream(players: int = 12, closed_at: str = "2026-12-01T00:00:00Z") -> list[bytes]:
     """Imported players, some of whom play in November (their periods go to the December list), some
-    long idle, one who falls under 1400; then the December list, delivered twice, then a December event."""
+    long idle, one who falls under 1400; then the December list (closed at `closed_at`), delivered twice,
+    then a December event."""
     lines = []
     for i in range(players):
         last = "2025-06-01T00:00:00Z" if i % 3 == 0 else "2026-10-01T00:00:00Z"
@@ -93,8 +94,7 @@ def stream(players: int = 12) -> list[bytes]:
         "rating_type": "standard", "players": [{"player_id": p} for p in ids], "games": games},
         "2026-11-20T18:00:00Z"))
     close = ce("fide-list-2026-12", "rating.period_closed", {"system": "fide", "list": "2026-12",
-                                                             "closed_at": "2026-12-01T00:00:00Z"},
-               "2026-12-01T00:00:00Z")
+                                                             "closed_at": closed_at}, closed_at)
     lines += [close, close]
     lines.append(ce("dec-open", "event.finished", {
         "competition_id": "dec-open", "kind": "fide", "rated": True, "finished_at": "2026-12-10T18:00:00Z",
@@ -125,6 +125,23 @@ async def test_the_list_closes_periods_delists_and_marks_inactive_through_replay
     assert store.messages[("/lists", "fide-list-2026-12")].duplicates == 1  # delivered twice, applied once
     versions = [(c["player_id"], c["version"]) for c in changes]
     assert len(versions) == len(set(versions))
+
+
+@pytest.mark.parametrize("closed_at", ["2026-11-28T06:00:00Z", "2026-11-30T23:59:59Z", "2026-12-02T09:00:00Z"])
+async def test_a_list_closed_on_its_closing_date_or_after_its_1st_gives_the_same_records(closed_at):
+    """closed_at may be any time: FIDE's closing date (28 November for the December list), the day before
+    the list, or a day after it. The records are those of a list closed on the 1st, but for changed_at,
+    which is the cause's time (the list's closed_at)."""
+    _, on_the_1st = await run(stream())
+    store, changes = await run(stream(closed_at=closed_at))
+    assert store.messages[("/lists", "fide-list-2026-12")].outcome == "applied"
+    listed_ = [c for c in changes if c["cause"]["type"] == "rating.period_closed"]
+    assert len(listed_) == 10 and all(c["changed_at"] == closed_at for c in listed_)
+
+    def but_the_time(records):
+        return [{**c, "changed_at": None} if c["cause"]["type"] == "rating.period_closed" else c for c in records]
+
+    assert but_the_time(changes) == but_the_time(on_the_1st)
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 5])

@@ -581,7 +581,6 @@ BAD = [
     (ce("rating.period_closed", {**LIST, "system": "csr"}), "invalid_data", "data.system"),
     (ce("rating.period_closed", {**LIST, "list": "2026-12-01"}), "invalid_data", "data.list"),
     (ce("rating.period_closed", without(LIST, "closed_at")), "invalid_data", "data.closed_at"),
-    (ce("rating.period_closed", {**LIST, "closed_at": "2026-11-30T23:59:59Z"}), "invalid_rule", "data.closed_at"),
     # uscf
     (ce("rating.imported", {**IMPORTED, "system": "uscf", "category": "regular", "rd": 80}), "invalid_data", "data.rd"),
     (ce("rating.imported", {**IMPORTED, "system": "uscf", "category": "regular", "volatility": 0.1}), "invalid_data", "data.volatility"),

@@ -77,7 +77,8 @@ def add_parser(sub) -> None:
     c = actions.add_parser("close-period", help="publish a FIDE list (rating.period_closed)",
                            description="Produce rating.period_closed for the FIDE list of YYYY-MM.")
     c.add_argument("list", metavar="YYYY-MM", help="the list's month (published on its 1st)")
-    c.add_argument("--closed-at", help="the publication's time, RFC 3339 (default: YYYY-MM-01T00:00:00Z)")
+    c.add_argument("--closed-at", help="the list's closing time, RFC 3339: any time, FIDE's closing date (3 days before the "
+                        "list) included; no rule reads it (default: YYYY-MM-01T00:00:00Z)")
     c.add_argument("--source", default=DEFAULT_SOURCE, help=f"the CloudEvent's source (default {DEFAULT_SOURCE})")
     c.add_argument("--topic", default=DEFAULT_TOPIC,
                    help=f"the input topic it goes to (default {DEFAULT_TOPIC}; any topic the workers consume)")

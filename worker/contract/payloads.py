@@ -251,10 +251,10 @@ def _imported(d: dict) -> tuple[RatingImported, float, str, None]:
 
 
 def _period_closed(d: dict) -> tuple[PeriodClosed, float, str, str]:
+    # closed_at may be any time, FIDE's closing date (3 days before the list) included: no rule reads it
+    # (inactivity counts from the list's own date), and a list is applied where the stream meets it.
     closed_at, text = time_of(d["closed_at"], "data.closed_at")
     listed = d["list"]
-    if text[:7] < listed:
-        raise BadMessage("invalid_rule", f"data.closed_at: {text} is before the {listed} list's date ({listed}-01)")
     return PeriodClosed(d["system"], listed, closed_at), closed_at, text, listed
 
 
