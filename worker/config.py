@@ -1,7 +1,8 @@
 """Settings from environment variables and matching flags, validated once at start-up.
 
-Every setting has a documented default (README "Configuration"); an invalid one stops the process
-with one clear line naming the variable.
+Every setting has a documented default; an invalid one stops the process with one clear line naming the
+variable. `settings()` is the one description of them: `rating-worker run --help` and the reference page
+docs/configuration.md (written by `rating-worker docs`, checked by a test) are both made from it.
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ HELP = {
     "database_url": "PostgreSQL URL, e.g. postgresql://user:pass@host:5432/ratings?sslmode=require (required)",
     "kafka_bootstrap_servers": "Kafka bootstrap servers, host:port[,host:port] (required)",
     "kafka_input_topics": "comma-separated input topics",
-    "kafka_output_topic": "topic for rating.changed",
-    "kafka_dlq_topic": "dead-letter topic for bad messages",
+    "kafka_output_topic": "topic for rating.changed, keyed by player_id",
+    "kafka_dlq_topic": "dead-letter topic for bad records: value, key and headers unchanged, the reason in headers",
     "kafka_group_id": "consumer group id",
     "metrics_port": "port of /metrics, /healthz, /readyz (0 disables)",
     "metrics_host": "address the metrics server binds",
@@ -105,12 +106,14 @@ HELP = {
     "relay_min_age_s": "the relay publishes only rows at least this old (the live path owns newer ones)",
     "retry_backoff_max_s": "longest pause between retries during a database or broker outage",
     "watchdog_timeout_s": "exit with code 75 (for the supervisor to restart the worker) when records are waiting "
-                          "but no batch has completed for this long; 0 disables",
+                          "but no batch has completed for this long; 0 disables; must exceed DB_COMMAND_TIMEOUT_S",
     "kafka_session_timeout_ms": "consumer group session timeout; a silent worker loses its partitions after it",
     "kafka_heartbeat_interval_ms": "consumer heartbeat interval (about a third of the session timeout or less)",
-    "kafka_fetch_max_wait_ms": "longest time the broker may hold a fetch waiting for records (Kafka answers as soon "
-                               "as one record is there; the embedded broker holds every fetch up to this long: "
-                               "docs/operations.md)",
+    "kafka_fetch_max_wait_ms": "longest time the broker may hold a fetch waiting for records (Kafka's "
+                               "fetch.max.wait.ms, 0 to 4000: the broker probe's request can wait behind a held "
+                               "fetch). Kafka answers as soon as one record is there; the embedded broker holds "
+                               "every fetch up to this long, so the latency benchmark sets 100 "
+                               "(docs/operations.md, \"The embedded broker\")",
     "kafka_isolation_level": "read_committed (records of aborted or open transactions are never rated) or "
                              "read_uncommitted",
     "kafka_compression_type": "compression of the records the worker produces (rating.changed, dead letters): "
@@ -125,21 +128,41 @@ HELP = {
     "kafka_ssl_cafile": "CA bundle for SSL",
     "kafka_ssl_certfile": "client certificate for SSL",
     "kafka_ssl_keyfile": "client key for SSL",
-    "log_level": "DEBUG, INFO, WARNING or ERROR",
+    "log_level": "DEBUG, INFO, WARNING or ERROR: JSON logs on stderr, one line per notable event",
     "migrate": "apply pending migrations before starting (default: refuse an out-of-date schema)",
 }
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per setting, `--batch-size` for BATCH_SIZE; the environment fills what flags leave out."""
+@dataclass(frozen=True)
+class Setting:
+    """One setting as a person reads it: its flag, its environment variable, its default and its meaning."""
+
+    name: str
+    flag: str
+    env: str
+    default: object  # None: none (required, or a switch that is off)
+    meaning: str
+    switch: bool
+
+
+def settings() -> list[Setting]:
+    """Every field of Config, in its order: the flag is `--batch-size` for BATCH_SIZE."""
+    out = []
     for f in fields(Config):
-        env = f.name.upper()
-        flag = "--" + f.name.replace("_", "-")
-        if f.type == "bool":
-            parser.add_argument(flag, action="store_true", default=None, help=f"{HELP[f.name]} [env {env}]")
-            continue
         default = ",".join(f.default) if isinstance(f.default, tuple) else f.default
-        parser.add_argument(flag, default=None, metavar=env, help=f"{HELP[f.name]} [env {env}; default {default!r}]")
+        out.append(Setting(f.name, "--" + f.name.replace("_", "-"), f.name.upper(),
+                           None if default in ("", False) else default, HELP[f.name], f.type == "bool"))
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting; the environment fills what flags leave out."""
+    for s in settings():
+        if s.switch:
+            parser.add_argument(s.flag, action="store_true", default=None, help=f"{s.meaning} [env {s.env}]")
+            continue
+        default = "" if s.default is None else s.default
+        parser.add_argument(s.flag, default=None, metavar=s.env, help=f"{s.meaning} [env {s.env}; default {default!r}]")
 
 
 def _convert(name: str, kind: str, raw: str):
