@@ -1,4 +1,5 @@
-"""`rating-worker docs`: docs/ratings.md, every number computed by the engine (seed 000's tables)."""
+"""`rating-worker docs`: docs/ratings.md, every number computed by the engine (seed 000's tables), and
+docs/configuration.md, the settings reference (settings_page.py)."""
 
 from __future__ import annotations
 
@@ -377,19 +378,23 @@ def render() -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    text = render()
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        with open(args.output, "w", encoding="utf-8") as fh:
+    from worker.commands import settings_page
+
+    for text, path in ((render(), args.output), (settings_page.render(), args.settings_output)):
+        if path == "-":
+            sys.stdout.write(text)
+            continue
+        with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
-        print(f"wrote {args.output}")
+        print(f"wrote {path}")
     return 0
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("docs", help="regenerate docs/ratings.md from the engine", description=(
-        "Compute every table of the rating documentation with the engine and write it, so the page and the "
-        "worker cannot disagree."))
-    p.add_argument("--output", "-o", default="docs/ratings.md", help="where to write ('-' for stdout)")
+    p = sub.add_parser("docs", help="regenerate docs/ratings.md and docs/configuration.md", description=(
+        "Compute every table of the rating documentation with the engine, and the settings reference from the "
+        "settings' own declarations, and write them, so the pages and the worker cannot disagree."))
+    p.add_argument("--output", "-o", default="docs/ratings.md", help="where the ratings page goes ('-' for stdout)")
+    p.add_argument("--settings-output", default="docs/configuration.md",
+                   help="where the settings reference goes ('-' for stdout)")
     p.set_defaults(func=main)
