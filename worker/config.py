@@ -11,7 +11,7 @@ import argparse
 import math
 import os
 from dataclasses import dataclass, fields
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 
 class ConfigError(ValueError):
@@ -227,6 +227,25 @@ def _validate_database(c: Config) -> None:
     except ValueError:
         raise ConfigError("DATABASE_URL is not a valid URL: its port is not a number (percent-encode special "
                           "characters such as # / @ : in the user name and password)") from None
+    _validate_tls_files(parse_qs(parts.query))
+
+
+#: The files a DATABASE_URL may name (libpq's parameters, which asyncpg reads)
+_URL_FILES = ("sslrootcert", "sslcert", "sslkey")
+
+
+def _validate_tls_files(query: dict[str, list[str]]) -> None:
+    """Each file the URL names exists (a mistyped path would otherwise surface at the first connection,
+    as an error that names no file); `sslrootcert=system` (libpq 16: the system's CAs) comes with
+    verify-full, as libpq wants it, since the system's CAs vouch only for a host name."""
+    for name in _URL_FILES:
+        for path in query.get(name, []):
+            if path and not (name == "sslrootcert" and path == "system") and not os.path.isfile(path):
+                raise ConfigError(f"DATABASE_URL's {name}={path}: no such file")
+    mode = query.get("sslmode", ["verify-full"])[-1]
+    if query.get("sslrootcert", [""])[-1] == "system" and mode != "verify-full":
+        raise ConfigError(f"DATABASE_URL: sslrootcert=system needs sslmode=verify-full (the system's CAs vouch "
+                          f"for a host name), not sslmode={mode}")
 
 
 def _validate_kafka(c: Config) -> None:

@@ -67,7 +67,7 @@ async def test_sigterm_while_the_database_is_unreachable_at_start_up(broker, wor
     closed_port = dev.free_port()
     env = worker_env(f"postgresql://postgres@127.0.0.1:{closed_port}/ratings", broker, topics)
     w = workers.start(env, "no-database")
-    await wait_for_line(workers, "no-database", "database not reachable, retrying")
+    await wait_for_line(workers, "no-database", "cannot connect to PostgreSQL: the server is unreachable, retrying")
     await stopped_within(workers, w, CLOSE_BOUND_S)
     assert_clean_log(workers.log("no-database"))
 

@@ -145,8 +145,9 @@ def _worker_env(database_url: str, broker, **changes) -> dict[str, str]:
 
 async def test_a_worker_refused_tls_by_postgres_says_so_without_the_password(database_url, broker, ca_file):
     url = _with_password_and_query(database_url, f"sslmode=verify-full&sslrootcert={ca_file}")
-    out = await asyncio.to_thread(_worker_until, _worker_env(url, broker), "database not reachable, retrying")
-    assert "database not reachable, retrying" in out and "SSL" in out, out[-2000:]
+    retrying = "cannot connect to PostgreSQL: the server does not offer TLS, retrying"
+    out = await asyncio.to_thread(_worker_until, _worker_env(url, broker), retrying)
+    assert retrying in out and "rejected SSL upgrade" in out, out[-2000:]
     assert DB_PASSWORD not in out
 
 

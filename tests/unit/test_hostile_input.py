@@ -639,7 +639,7 @@ async def test_start_up_and_retry_log_lines_do_not_show_the_passwords():
     task = asyncio.create_task(run_service(cfg, stop_event=stop, install_signals=False))
     try:
         for _ in range(200):
-            if "database not reachable" in stream.getvalue():
+            if "cannot connect to PostgreSQL" in stream.getvalue():
                 break
             await asyncio.sleep(0.05)
     finally:
@@ -650,7 +650,7 @@ async def test_start_up_and_retry_log_lines_do_not_show_the_passwords():
         root.setLevel(old_level)
     lines = [orjson.loads(line) for line in stream.getvalue().splitlines()]
     said = {line["msg"] for line in lines}
-    assert {"metrics listening", "database not reachable, retrying"} <= said, said
+    assert {"metrics listening", "cannot connect to PostgreSQL: the server is unreachable, retrying"} <= said, said
     assert any(m.startswith("worker stopped before it started") for m in said), said
     assert_no_secret(stream.getvalue())
 

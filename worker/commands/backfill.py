@@ -150,13 +150,13 @@ async def backfill(path: str, url: str, chunk: int = CHUNK, publish: bool = Fals
                    errors=None, stop_after: int | None = None) -> Tally:
     """Backfill the file at `path` into the database at `url` (see the module's docstring). `stop_after`:
     end (as Ctrl-C would) once that many chunks are committed (the tests' crash)."""
-    import asyncpg
+    from worker.store.connection import connect
 
     errors = errors if errors is not None else sys.stderr
     name = os.path.basename(path)
     head = head_digest(path)
     tally = Tally()
-    guard = await asyncpg.connect(url)
+    guard = await connect(url)
     try:
         if not await guard.fetchval(QUERIES["backfill_lock"]):
             raise BackfillError("another backfill is running on this database")

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
-import sys
+
+from worker.commands.operator import command, database_url
 
 
-def main(args: argparse.Namespace) -> int:
-    url = args.database_url or os.environ.get("DATABASE_URL")
-    if not url:
-        print("rating-worker: configuration error: DATABASE_URL is not set", file=sys.stderr)
-        return 2
-    from worker.store.migrate import SchemaTooNew, migrate
+@command
+async def main(args: argparse.Namespace) -> int:
+    from worker.store.migrate import migrate
 
-    try:
-        applied = asyncio.run(migrate(url))
-    except SchemaTooNew as exc:
-        print(f"rating-worker: {exc}", file=sys.stderr)
-        return 3
+    applied = await migrate(database_url(args))
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
     return 0
 
@@ -27,6 +19,8 @@ def main(args: argparse.Namespace) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("migrate", help="apply pending database migrations", description=(
         "Apply the versioned SQL migrations that are not yet recorded (idempotent, safe to run from several "
-        "processes at once). Refuses a database whose schema is newer than this code."))
+        "processes at once). Refuses a database whose schema is newer than this code. A setting that is wrong "
+        "(a file DATABASE_URL names is missing) ends with exit 2, a database that refuses or cannot be reached "
+        "with exit 3, each with one line saying why."))
     p.add_argument("--database-url", help="PostgreSQL URL [env DATABASE_URL]")
     p.set_defaults(func=main)

@@ -1,6 +1,7 @@
 """What the operator's commands share: their output (a table for people, JSON with --json), their
 settings (config.load_for_tool: only what a command needs, checked as `run` checks it) and how a
-configuration or connection problem ends (one line, exit 2 or 3).
+configuration or connection problem ends (one line, exit 2 or 3): `command`, which `migrate` and `backfill`
+use too.
 
 Each command reads PostgreSQL (or the dead-letter topic) and changes nothing, except `dlq replay`. The
 SQL is in store/sql/queries.sql.
@@ -101,35 +102,53 @@ def database_url(args: argparse.Namespace) -> str:
 
 
 async def connect(args: argparse.Namespace):
-    import asyncpg
-
+    from worker.store.connection import connect as connect_to
     from worker.store.postgres import init_connection
 
-    conn = await asyncpg.connect(database_url(args))
+    conn = await connect_to(database_url(args))
     await init_connection(conn)
     return conn
 
 
 def command(coro_fn):
-    """Run one command; configuration and connection problems end as one clear line."""
+    """Run one command; a setting, an argument, the schema or PostgreSQL that fails ends as one clear line
+    (docs/operations.md, "Exit codes"): 2 for what the user must change, 3 for what the database refused
+    (worker.store.connection says why)."""
 
     def command(args: argparse.Namespace) -> int:
-        from asyncpg.exceptions import UndefinedColumnError, UndefinedTableError
-
         try:
             return asyncio.run(coro_fn(args))
-        except UsageError as exc:
-            print(f"rating-worker {args.command}: {exc}", file=sys.stderr)
-            return 2
-        except (UndefinedColumnError, UndefinedTableError) as exc:
-            print(f"rating-worker {args.command}: the database's schema is older than this rating-worker "
-                  f"({exc}): run `rating-worker migrate`", file=sys.stderr)
-            return 2
-        except OSError as exc:
-            print(f"rating-worker {args.command}: cannot connect: {exc}", file=sys.stderr)
-            return 3
+        except Exception as exc:
+            if (ending := _ending(exc)) is None:
+                raise  # a bug: its traceback
+            print(f"rating-worker {args.command}: {ending[0]}", file=sys.stderr)
+            return ending[1]
 
     return command
+
+
+def _ending(exc: Exception) -> tuple[str, int] | None:
+    """The line and the exit code a command ends with after `exc`; None for a bug. (The database's
+    exceptions are imported here, once something failed: `replay` in memory does not load asyncpg.)"""
+    if isinstance(exc, UsageError):
+        return str(exc), 2
+    from asyncpg import InterfaceError, PostgresError
+    from asyncpg.exceptions import UndefinedColumnError, UndefinedTableError
+
+    from worker.store.connection import EXIT_DATABASE, EXIT_SETTING, CannotConnect, describe
+    from worker.store.migrate import MigrationError
+
+    if isinstance(exc, UndefinedColumnError | UndefinedTableError):
+        return (f"the database's schema is older than this rating-worker ({exc}): run `rating-worker migrate`",
+                EXIT_SETTING)
+    if isinstance(exc, MigrationError):
+        return str(exc), EXIT_DATABASE
+    if isinstance(exc, CannotConnect | PostgresError | InterfaceError):
+        failure = describe(exc)
+        return f"PostgreSQL: {failure}", failure.exit_code
+    if isinstance(exc, OSError):  # a file of the command's own (--plot)
+        return str(exc), EXIT_SETTING
+    return None
 
 
 def kafka_settings(args: argparse.Namespace) -> config_mod.Config:

@@ -17,7 +17,7 @@ import time
 
 from worker import config as config_mod
 from worker.config import Config
-from worker.observability import HealthServer, Metrics, log, setup_logging
+from worker.observability import HealthServer, Metrics, Readiness, log, setup_logging
 from worker.pipeline import DB_ERRORS, Pipeline, Stopping
 
 logger = logging.getLogger("rating_worker.service")
@@ -27,9 +27,13 @@ WATCHDOG_EXIT_CODE = 75
 STORE_CLOSE_TIMEOUT_S = 5.0
 
 
-async def connect_store(cfg: Config, stopping: asyncio.Event):
-    """Connect with retries (the database may start after us); check or apply migrations. None when a
-    stop is asked for first (a connection attempt in progress is given up at once)."""
+async def connect_store(cfg: Config, stopping: asyncio.Event, readiness: Readiness | None = None):
+    """Connect with retries (the database may start after us, a secret may be rotated late: a refused login
+    or certificate is retried too, docs/operations.md); check or apply migrations. Each failure is logged
+    with its cause, which is also the readiness reason until it changes or the connection is made. None
+    when a stop is asked for first (a connection attempt in progress is given up at once); a failure no
+    retry can mend (a setting) is raised (`CannotConnect`)."""
+    from worker.store.connection import EXIT_SETTING, CannotConnect, describe
     from worker.store.migrate import check_schema, migrate
     from worker.store.postgres import PostgresStore
 
@@ -51,25 +55,38 @@ async def connect_store(cfg: Config, stopping: asyncio.Event):
         return store
 
     delay = 0.5
-    while not stopping.is_set():
-        attempt = asyncio.ensure_future(connect())
-        stop = asyncio.ensure_future(stopping.wait())
-        await asyncio.wait((attempt, stop), return_when=asyncio.FIRST_COMPLETED)
-        stop.cancel()
-        if not attempt.done():
-            attempt.cancel()
-            await asyncio.gather(attempt, return_exceptions=True)
-            return None
-        try:
-            return attempt.result()
-        except DB_ERRORS as exc:
-            log(logger, logging.WARNING, "database not reachable, retrying", error=repr(exc), retry_in_s=delay)
-        try:
-            await asyncio.wait_for(stopping.wait(), delay)
-        except TimeoutError:
-            pass
-        delay = min(delay * 2, cfg.retry_backoff_max_s)
-    return None
+    failing = ""  # the readiness reason of the last failure
+    try:
+        while not stopping.is_set():
+            attempt = asyncio.ensure_future(connect())
+            stop = asyncio.ensure_future(stopping.wait())
+            await asyncio.wait((attempt, stop), return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            if not attempt.done():
+                attempt.cancel()
+                await asyncio.gather(attempt, return_exceptions=True)
+                return None
+            try:
+                return attempt.result()
+            except DB_ERRORS as exc:
+                failure = describe(exc)
+                if failure.exit_code == EXIT_SETTING:
+                    raise CannotConnect(failure) from exc
+                log(logger, logging.WARNING, f"cannot connect to PostgreSQL: {failure.what}, retrying",
+                    error=failure.why, retry_in_s=delay)
+                if readiness is not None and f"database: {failure}" != failing:
+                    readiness.recover(failing)
+                    failing = f"database: {failure}"
+                    readiness.fail(failing)
+            try:
+                await asyncio.wait_for(stopping.wait(), delay)
+            except TimeoutError:
+                pass
+            delay = min(delay * 2, cfg.retry_backoff_max_s)
+        return None
+    finally:
+        if readiness is not None:
+            readiness.recover(failing)
 
 
 async def watchdog(pipeline: Pipeline, timeout_s: float, interval_s: float | None = None) -> None:
@@ -150,7 +167,7 @@ async def run_service(
     store = None
     code = 0
     try:
-        store = await connect_store(cfg, stopping)
+        store = await connect_store(cfg, stopping, health.readiness if health is not None else None)
         if store is None:
             log(logger, logging.INFO, "worker stopped before it started (a stop was asked for while connecting "
                 "to the database)")
@@ -202,10 +219,14 @@ def main(args: argparse.Namespace) -> int:
         print(f"rating-worker: configuration error: {exc}", file=sys.stderr)
         return 2
     setup_logging(cfg.log_level)
+    from worker.store.connection import CannotConnect
     from worker.store.migrate import MigrationError
 
     try:
         return asyncio.run(run_service(cfg))
+    except CannotConnect as exc:  # a setting no retry can mend
+        print(f"rating-worker: configuration error: PostgreSQL: {exc.failure}", file=sys.stderr)
+        return exc.failure.exit_code
     except MigrationError as exc:
         print(f"rating-worker: {exc}", file=sys.stderr)
         return 3

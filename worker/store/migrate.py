@@ -22,6 +22,7 @@ from importlib import resources
 
 import asyncpg
 
+from worker.store.connection import connect
 from worker.store.queries import QUERIES
 
 # pg_advisory_lock key shared by every worker of every version: b"ratingmg" as a big-endian int64.
@@ -156,7 +157,7 @@ async def _connection(
     conn_or_url: asyncpg.Connection | asyncpg.Pool | str,
 ) -> AsyncIterator[asyncpg.Connection]:
     if isinstance(conn_or_url, str):
-        conn = await asyncpg.connect(conn_or_url)
+        conn = await connect(conn_or_url)
         try:
             yield conn
         finally:

@@ -41,6 +41,7 @@ from worker.contract.changed import ChangeRecord, encode_change
 from worker.ratings.inputs import GameSide
 from worker.ratings.state import RatingState, StateKey
 from worker.ratings.system import HistoryQuery, RatingsQuery
+from worker.store import connection
 from worker.store.base import ProcessedMessage, Unpublished
 from worker.store.queries import QUERIES
 
@@ -358,6 +359,5 @@ async def create_pool(url: str, min_size: int = 1, max_size: int = 4, **kwargs: 
     """An asyncpg pool whose connections all have the store's codecs, staging tables and settings."""
     settings = {"application_name": "rating-worker", "jit": "off"}
     settings.update(kwargs.pop("server_settings", None) or {})
-    return await asyncpg.create_pool(
-        url, min_size=min_size, max_size=max_size, init=init_store_connection, server_settings=settings, **kwargs
-    )
+    return await connection.create_pool(
+        url, min_size=min_size, max_size=max_size, init=init_store_connection, server_settings=settings, **kwargs)
