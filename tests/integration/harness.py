@@ -53,16 +53,22 @@ def broker():
     b.stop()
 
 
-@pytest.fixture(scope="session")
-async def template_db(postgres) -> str:
-    name = f"rw_template_{os.getpid()}"
+async def empty_database(postgres, name: str | None = None) -> str:
+    """The URL of a new database with nothing in it, not even the schema (dropped first if it exists)."""
+    name = name or f"rw_empty_{os.getpid()}_{next(_counter)}"
     conn = await asyncpg.connect(postgres.url)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
-    await migrate(_with_database(postgres.url, name))
+    return _with_database(postgres.url, name)
+
+
+@pytest.fixture(scope="session")
+async def template_db(postgres) -> str:
+    name = f"rw_template_{os.getpid()}"
+    await migrate(await empty_database(postgres, name))
     return name
 
 

@@ -18,6 +18,7 @@ from tests.integration.harness import (
     WorkerProcess,
     _with_database,
     committed_offsets,
+    empty_database,
     make_topics,
     produce,
     read_topic,
@@ -179,16 +180,9 @@ async def test_database_mode_imports_the_good_lines_and_reports_the_bad_ones(dat
 
 
 async def test_database_mode_refuses_a_database_that_is_not_migrated(postgres, tmp_path):
-    name = f"rw_import_empty_{os.getpid()}"
-    conn = await asyncpg.connect(postgres.url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
     path = tmp_path / "ratings.csv"
     write_csv(path, import_rows(3))
-    result = await asyncio.to_thread(import_cli, str(path), "--database-url", _with_database(postgres.url, name))
+    result = await asyncio.to_thread(import_cli, str(path), "--database-url", await empty_database(postgres))
     assert result.returncode == 3
     assert "rating-worker migrate" in result.stderr
 

@@ -171,7 +171,9 @@ def _data(**fields):
 
 
 @pytest.mark.parametrize(("fields", "error_class", "reason"), [
-    ({"system": "fide", "category": "standard", "rating": 1300}, "invalid_data", "data.rating: must be >= 1400 (got 1300)"),
+    ({"system": "fide", "category": "standard", "rating": 1300}, "invalid_rule",
+     "data.rating: 1300 is not a listed FIDE rating on the 2026-11 list (the lowest is 1400)"),
+    ({"system": "fide", "category": "standard", "rating": 999}, "invalid_data", "data.rating: must be >= 1000 (got 999)"),
     ({"system": "fide", "category": "standard", "rating": 2000, "rd": 50}, "invalid_data", "data.rd: fide is an Elo system: no RD"),
     ({"category": "turbo"}, "invalid_data", "data.category: must be one of"),
     ({"games": -1}, "invalid_data", "data.games: must be >= 0 (got -1)"),
@@ -298,7 +300,7 @@ def test_dry_run_lists_rejected_lines_writes_them_out_and_exits_1(tmp_path, caps
     rejects = tmp_path / "rejects.csv"
     code, out, err = run_cli([str(path), "--dry-run", "--rejects", str(rejects)], capsys)
     assert code == 1
-    assert "line 4: invalid_data: data.rating: must be >= 1400 (got 1300)" in out
+    assert "line 4: invalid_rule: data.rating: 1300 is not a listed FIDE rating on the 2026-11 list" in out
     assert "line 6: invalid_csv: line: 2 cells, the header has 10 columns" in out
     assert "line 5: the same as line 2" in out
     rows = rejects.read_text().splitlines()
@@ -308,7 +310,7 @@ def test_dry_run_lists_rejected_lines_writes_them_out_and_exits_1(tmp_path, caps
     # the rejects file is itself importable: its line and error columns are ignored
     code, out, err = run_cli([str(rejects), "--dry-run"], capsys)
     assert code == 1 and "ignoring columns that are not rating.imported fields: line, error" in err
-    assert "line 2: invalid_data: data.rating: must be >= 1400" in out
+    assert "line 2: invalid_rule: data.rating: 1300 is not a listed FIDE rating" in out
 
 
 def test_jsonl_from_stdin_with_format_and_rejects_as_json_lines(tmp_path, capsys, monkeypatch):

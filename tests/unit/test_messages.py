@@ -160,6 +160,14 @@ def test_a_fide_event_decodes_with_and_without_time_control():
     assert (e.time_control_minutes, e.time_control_increment) == (None, None)
 
 
+def test_a_fide_rating_from_1000_is_a_listed_rating_on_a_list_before_march_2024():
+    """The lowest FIDE rating was 1000 until the list of 2024-03 (RULES.md FIDE): a 2023 list's 1200 is
+    imported, a 2024-03 list's 1399 is not (test_bad_messages_are_rejected_with_their_class_and_field)."""
+    for rating, month in [(1000, "2023-06"), (1200, "2024-02"), (1400, "2024-03")]:
+        m = decode(ce("rating.imported", {**IMPORTED, "rating": rating, "imported_at": f"{month}-01T00:00:00Z"}))
+        assert m.payload.rating == rating
+
+
 def test_a_fide_event_carries_its_start_and_rating_period():
     """Issue 20, item 5: optional `started_at` (the list in force then rates it) and `rating_period`."""
     e = decode(ce("event.finished", {**FIDE, "started_at": "2026-11-25T10:00:00+01:00",
@@ -561,7 +569,11 @@ BAD = [
     (ce("rating.imported", {**CSR_IMPORT, "rating": 1e6}), "invalid_data", "data.rating"),
     (ce("rating.imported", {**CSR_IMPORT, "rating": -5}), "invalid_data", "data.rating"),
     # fide
-    (ce("rating.imported", {**IMPORTED, "rating": 1399}), "invalid_data", "data.rating"),
+    (ce("rating.imported", {**IMPORTED, "rating": 1399}), "invalid_rule", "data.rating"),  # 1400 from 2024-03
+    (ce("rating.imported", {**IMPORTED, "rating": 1399, "imported_at": "2024-03-01T00:00:00Z"}), "invalid_rule",
+     "data.rating"),
+    (ce("rating.imported", {**IMPORTED, "rating": 999, "imported_at": "2023-06-01T00:00:00Z"}), "invalid_data",
+     "data.rating"),
     (ce("rating.imported", {**IMPORTED, "rating": 2012.5}), "invalid_data", "data.rating"),
     (ce("rating.imported", {**IMPORTED, "rd": 50}), "invalid_data", "data.rd"),
     (ce("rating.imported", {**IMPORTED, "volatility": 0.06}), "invalid_data", "data.volatility"),

@@ -257,7 +257,27 @@ def fide_section() -> str:
         "### Rapid and blitz newcomers\n\nA player without a rapid (blitz) rating who holds a standard rating "
         "is rated with it, and his opponents' games against him are rated; his own rapid (blitz) rating starts "
         "from it and is published at his first close.",
+        fide_2024(),
     ])
+
+
+def fide_2024() -> str:
+    """FIDE's change of 1 March 2024, with its numbers computed by the engine."""
+    p = fide.PARAMS
+    rows = [[r, fide.raised(r)] for r in (p.raise_from, 1200, 1500, 1801, p.raise_below, 2100)]
+    return (
+        f"### The change of 1 March 2024\n\nFrom the list of {_month_name(p.raise_list)} "
+        f"{p.raise_list[:4]}, in standard, rapid and blitz, every published rating R from {p.raise_from} to "
+        f"{p.raise_below - 1} was raised once to R + {float(p.raise_share)} × ({p.raise_below} − R), rounded as "
+        f"a published rating, and the lowest rating moved from {p.listed_from_before} to {p.listed_from}. "
+        "The worker applies both by list month: a period closing into that list is rated as usual, then "
+        "raised; a rating of an earlier list with no such period is raised as a change of its own, at that "
+        "list (or a later one) or at the player's first event of a later period. A rating is raised once. "
+        "Imports of lists before it may be from 1000.\n\n"
+        + _table(["Published rating on the February 2024 list", "On the March 2024 list"], rows)
+        + "\n\nNot modelled: the older regulations' formula for initial ratings, and their 400-point rule "
+        "applied once per event. Events before March 2024 are rated with today's rules and the 1000 floor."
+    )
 
 
 def _utc(year: int, month: int, day: int) -> float:
@@ -384,8 +404,13 @@ def main(args: argparse.Namespace) -> int:
         if path == "-":
             sys.stdout.write(text)
             continue
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:  # by default the paths are the repository's: run elsewhere, its folder is missing
+            print(f"rating-worker docs: cannot write {path}: {exc.strerror} (run it from the repository's root, "
+                  f"or give --output and --settings-output)", file=sys.stderr)
+            return 2
         print(f"wrote {path}")
     return 0
 

@@ -7,14 +7,15 @@ the stream's length, so a platform's whole history can be replayed.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import BinaryIO
 
+from worker.commands.operator import UsageError, command, database_url
 from worker.commands.progress import Progress
 from worker.contract.decode import decode_rateable
 from worker.contract.reasons import BadMessage
@@ -52,12 +53,19 @@ def decode_line(number: int, line: bytes, errors) -> Message | None:
         return None
 
 
-def decoded_lines(lines: Iterable[bytes], errors) -> Iterator[tuple[int, Message]]:
-    """Valid messages in order; a bad line is reported with its number and reason, and skipped."""
+def decoded_lines(lines: Iterable[bytes], errors, tally: Counter | None = None) -> Iterator[tuple[int, Message]]:
+    """Valid messages in order; a bad line is reported with its number and reason, and skipped (counted
+    in tally["bad"], the lines that are not blank in tally["read"])."""
+    tally = Counter() if tally is None else tally
     for number, line in enumerate(lines, start=1):
         line = line.strip()
-        if line and (message := decode_line(number, line, errors)) is not None:
+        if not line:
+            continue
+        tally["read"] += 1
+        if (message := decode_line(number, line, errors)) is not None:
             yield number, message
+        else:
+            tally["bad"] += 1
 
 
 def fair_play_closures(lines: Iterable[bytes]) -> dict[str, tuple[float, float]]:
@@ -82,14 +90,15 @@ def fair_play_closures(lines: Iterable[bytes]) -> dict[str, tuple[float, float]]
 async def replay(
     lines: Iterable[bytes], out: BinaryIO, store: StateStore | None = None, chunk: int = 1000, errors=sys.stderr,
     dedupe_window_s: float | None = DEFAULT_DEDUPE_WINDOW_S, watched: Mapping[str, tuple[float, float]] | None = None,
-    after_chunk: Callable[[int, int], None] | None = None,
+    after_chunk: Callable[[int, int], None] | None = None, tally: Counter | None = None,
 ) -> StateStore:
     """Apply in order, `chunk` messages per transaction (the same engine as the worker), write changes.
 
     Without a store, a StreamStore with this dedupe window (None: every id kept) keeping the games of
     the `watched` players: by default, of a sequence, its accounts closed for fair play (it is read twice);
     of a one-pass iterable (stdin), None: the fair-play window's games of everyone. `after_chunk(line number,
-    changes written)` is called after each chunk (the command's progress)."""
+    changes written)` is called after each chunk (the command's progress). `tally` counts the lines read,
+    the bad ones, and the messages by outcome (applied, unrated, duplicate, failed)."""
     if store is None:
         if watched is None and isinstance(lines, Sequence):
             watched = fair_play_closures(lines)
@@ -106,13 +115,15 @@ async def replay(
                 out.write(b"\n".join([record.payload for record in result.records]))
                 out.write(b"\n")
             written += len(result.records)
+            if tally is not None:
+                tally.update(m.status for m in result.messages)
             report_chunk(store, pending, numbers, result, errors)
             if after_chunk is not None:
                 after_chunk(numbers[-1], written)
             pending.clear()
             numbers.clear()
 
-    for number, message in decoded_lines(lines, errors):
+    for number, message in decoded_lines(lines, errors, tally):
         pending.append(message)
         numbers.append(number)
         if len(pending) >= chunk:
@@ -162,11 +173,27 @@ def counted(lines: Iterable[bytes], counts: dict, progress: Progress) -> Iterato
         yield line
 
 
-def main(args: argparse.Namespace) -> int:
-    source = sys.stdin.buffer if args.file in (None, "-") else open(args.file, "rb")  # noqa: SIM115
-    out = sys.stdout.buffer if args.output in (None, "-") else open(args.output, "wb")  # noqa: SIM115
+def _open(path: str, mode: str, what: str) -> BinaryIO:
+    try:
+        return open(path, mode)  # noqa: SIM115 - closed with the process
+    except OSError as exc:
+        raise UsageError(f"cannot {what} {path}: {exc.strerror}") from None
+
+
+def summary(name: str, tally: Counter) -> str:
+    return (f"replay {name}: {tally['read']:,} lines read: {tally['applied']:,} rated, {tally['unrated']:,} unrated, "
+            f"{tally['duplicate']:,} duplicates, {tally['bad']:,} bad, {tally['failed']:,} failed (each reported above)")
+
+
+@command
+async def main(args: argparse.Namespace) -> int:
+    """0 when every line was rated (or left unrated by the rules), 1 when some were bad or failed (with the
+    summary on stderr), 2 for a file that cannot be opened, 3 for a database that cannot be used."""
+    source = sys.stdin.buffer if args.file in (None, "-") else _open(args.file, "rb", "read")
+    out = sys.stdout.buffer if args.output in (None, "-") else _open(args.output, "wb", "write")
     name = "stdin" if args.file in (None, "-") else os.path.basename(args.file)
     counts = {"lines": 0, "changes": 0}
+    tally: Counter = Counter()
 
     def progress(label: str, describe) -> Progress:
         # Output on the terminal is its own progress: a bar or lines beside it would only garble it.
@@ -178,12 +205,18 @@ def main(args: argparse.Namespace) -> int:
     async def go() -> None:
         store = None
         if args.database_url:
+            from worker.store.migrate import check_schema
             from worker.store.postgres import PostgresStore
 
             if args.dedupe_window != DEFAULT_DEDUPE_WINDOW_S:
                 sys.stderr.write("replay: --dedupe-window is for replays in memory; PostgreSQL keeps every id\n")
 
-            store = await PostgresStore.connect(args.database_url)
+            store = await PostgresStore.connect(database_url(args))
+            try:
+                await check_schema(store.pool)
+            except BaseException:
+                await store.close()
+                raise
         watched = None
         if store is None and source.seekable():
             # A file is read twice: its fair-play closures first, so that only their players' games are kept.
@@ -202,16 +235,19 @@ def main(args: argparse.Namespace) -> int:
 
         try:
             await replay(source, out, store=store, errors=shown, dedupe_window_s=args.dedupe_window,
-                         watched=watched, after_chunk=after_chunk)
+                         watched=watched, after_chunk=after_chunk, tally=tally)
         finally:
             shown.end()
             if store is not None:
                 await store.close()
 
     try:
-        asyncio.run(go())
+        await go()
     finally:
         out.flush()
+    if tally["bad"] or tally["failed"]:
+        sys.stderr.write(summary(name, tally) + "\n")
+        return 1
     return 0
 
 
@@ -219,8 +255,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("replay", help="rate CloudEvents JSON lines offline", description=(
         "Read CloudEvents JSON lines from FILE (or stdin), apply them in order with the worker's engine "
         "against in-memory state (or PostgreSQL with --database-url) and write rating.changed JSON lines. "
-        "Bad lines are reported on stderr with their line number and skipped. Example: "
-        "rating-worker replay history.jsonl -o changes.jsonl"))
+        "Bad lines are reported on stderr with their line number and skipped; then a summary, and exit 1. "
+        "Example: rating-worker replay history.jsonl -o changes.jsonl"))
     p.add_argument("file", nargs="?", help="input file, '-' or absent for stdin")
     p.add_argument("--output", "-o", help="output file (default stdout)")
     p.add_argument("--database-url", help="apply against this PostgreSQL instead of memory")

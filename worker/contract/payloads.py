@@ -12,6 +12,7 @@ from typing import Any
 
 from worker.contract.reasons import BadMessage, show
 from worker.contract.times import MIN_TIME, MIN_TIME_TEXT, parse_normalized
+from worker.ratings import fide
 from worker.ratings.inputs import (
     AccountClosed,
     EventFinished,
@@ -221,6 +222,9 @@ def _closed(d: dict) -> tuple[AccountClosed, float, str, None]:
 
 def _imported(d: dict) -> tuple[RatingImported, float, str, None]:
     imported_at, text = time_of(d["imported_at"], "data.imported_at")
+    if d["system"] == fide.NAME and d["rating"] < fide.lowest_listed(text[:7]):
+        raise BadMessage("invalid_rule", f"data.rating: {show(d['rating'])} is not a listed FIDE rating on the "
+                                         f"{text[:7]} list (the lowest is {fide.lowest_listed(text[:7])})")
     last = d.get("last_played_at")
     last_played_at = None if last is None else time_of(last, "data.last_played_at")[0]
     return (

@@ -27,6 +27,13 @@ Current regulations, not the seed's simplifications:
   starts from it (published = his standard rating until his first close).
   Rated players' games against unrated opponents are not rated for the rated player. A rating that
   falls below 1400 is delisted: the player is unrated again.
+- The change of 1 March 2024, by list month (RULES.md FIDE): on the list of 2024-03 every published
+  rating R with 1000 <= R < 2000 became R + 0.4 x (2000 - R), once, and the lowest listed rating moved
+  from 1000 to 1400. A rating whose latest list is older than 2024-03 has not had the raise yet: it gets
+  it when its period closes into that list or a later one, or as a change of its own at the first list
+  (or event of a later period) that finds it without an open period. The older regulations' initial
+  ratings and their 400-point rule once per event are not modelled: events before March 2024 are rated
+  with today's rules and the 1000 floor.
 
 State layout (RatingState of (player, "fide", rating_type)):
 
@@ -123,6 +130,13 @@ class FideParams:
     hypothetical_rating: int = 1800
     hypothetical_games: int = 2  # scored as draws
     disregard_first_zero_score: bool = True  # section 2.4: a zero score in the first event
+    # The change of 1 March 2024 (RULES.md FIDE): at this list, R in [raise_from, raise_below) becomes
+    # R + raise_share x (raise_below - R), once; lists before it published from listed_from_before.
+    raise_list: str = "2024-03"
+    raise_from: int = 1000
+    raise_below: int = 2000
+    raise_share: Fraction = Fraction(2, 5)
+    listed_from_before: int = 1000
 
 
 PARAMS = FideParams()
@@ -379,17 +393,71 @@ def with_list(v: View, list_month: str, rating: int | None, params: FideParams =
     return kept[-params.lists_kept:]
 
 
-def rating_on_list(v: View, list_month: str) -> int | None:
+def rating_on_list(v: View, list_month: str, params: FideParams = PARAMS) -> int | None:
     """His published rating on the list of `list_month`: the entry in force then; before the first one
-    kept, the first (an import's list: the earliest the worker knows); without any, the published one."""
+    kept, the first (an import's list: the earliest the worker knows); without any, the published one.
+    A list from 2024-03 on shows an entry of an earlier list raised, before his own change says so."""
     if not v.lists:
         return v.published
-    rating = v.lists[0][1]
-    for month, r in v.lists:
-        if month > list_month:
+    month, rating = v.lists[0]
+    for m, r in v.lists:
+        if m > list_month:
             break
-        rating = r
+        month, rating = m, r
+    if rating is not None and list_month >= params.raise_list and _before_the_raise(month, params):
+        return raised(rating, params)
     return rating
+
+
+# --- the change of 1 March 2024 ----------------------------------------------------------------------
+
+
+def lowest_listed(list_month: str, params: FideParams = PARAMS) -> int:
+    """The lowest rating the list of that month publishes: 1000 before the list of 2024-03, 1400 from it."""
+    return params.listed_from if list_month >= params.raise_list else params.listed_from_before
+
+
+def raised(rating: int, params: FideParams = PARAMS) -> int:
+    """A published rating as the list of 2024-03 raised it: R + 0.4 x (2000 - R) for 1000 <= R < 2000,
+    rounded as a published rating (1500 -> 1700, 1001 -> 1401); any other R as it was."""
+    if params.raise_from <= rating < params.raise_below:
+        return round_half_away(rating + params.raise_share * (params.raise_below - rating))
+    return rating
+
+
+def _before_the_raise(list_month: str, params: FideParams) -> bool:
+    """A list rating not raised yet: one from a list before 2024-03. BEFORE_LISTS is not: it stands for
+    a rating an earlier version of the worker kept without its lists, rated by today's rules."""
+    return BEFORE_LISTS < list_month < params.raise_list
+
+
+def awaits_raise(v: View, params: FideParams = PARAMS) -> bool:
+    """Whether his published rating is from a list before 2024-03, so that the raise is still to come."""
+    return v.published is not None and bool(v.lists) and _before_the_raise(v.lists[-1][0], params)
+
+
+def raise_change(k: StateKey, state: RatingState, params: FideParams = PARAMS) -> RatingChange | None:
+    """The raise as a change of its own, for a rating that has not had it and no open period into the list
+    of 2024-03 (closed first): his rating on that list is his latest one, raised, recorded from it. None
+    where it changes nothing (2000 and over)."""
+    v = view(state)
+    if not awaits_raise(v, params) or (new := raised(v.published, params)) == v.published:
+        return None
+    up = v._replace(published=new, lists=with_list(v, params.raise_list, new, params))
+    peak = float(new) if state.peak is None else max(state.peak, float(new))
+    after = state._replace(rating=float(live_rating(up, params)), peak=peak, version=state.version + 1,
+                           extra=_extra(up))
+    return change(k, state, after)
+
+
+def _raise_due(closing: PeriodClosed, state: RatingState, params: FideParams) -> bool:
+    """Whether a list finds a rating still to be raised (`raise_change` would change it), from its fields."""
+    extra = state.extra
+    lists = extra.get("lists") if extra else None
+    if closing.list < params.raise_list or not lists or not _before_the_raise(lists[-1][0], params):
+        return False
+    published = extra["published"] if "published" in extra else round_half_away(state.rating)
+    return published is not None and raised(published, params) != published
 
 
 def is_listed(state: RatingState) -> bool:
@@ -423,11 +491,14 @@ def close_period(state: RatingState, at: float | None, params: FideParams = PARA
     publication, which is no game of his."""
     v = view(state)
     assert v.published is not None and v.period is not None
-    delta = round_half_away(live_rating(v, params) - v.published)
-    new = v.published + delta
+    new = v.published + round_half_away(live_rating(v, params) - v.published)
+    if v.period >= params.raise_list and awaits_raise(v, params):
+        # the list of 2024-03 raises the rating it publishes; a later one, the rating he had on it
+        new = (raised(new, params) if v.period == params.raise_list
+               else new + raised(v.published, params) - v.published)
     closed = v._replace(period=None, k=None, n=0, hundredths=0, pool=[])
     peak = state.peak
-    if new < params.listed_from:
+    if new < lowest_listed(v.period, params):
         closed = closed._replace(published=None, lists=with_list(v, v.period, None, params))
     else:
         closed = closed._replace(published=new, lists=with_list(v, v.period, new, params))
@@ -457,15 +528,18 @@ def list_concerns(closing: PeriodClosed, state: RatingState, params: FideParams 
     period = extra.get("period")
     if period is not None and period <= closing.list and extra.get("published") is not None:
         return True
+    if _raise_due(closing, state, params):
+        return True
     return (is_listed(state) and not extra.get("inactive") and state.last_at is not None
             and state.last_at < inactive_before(closing.list, params))
 
 
 def close_list(closing: PeriodClosed, k: StateKey, state: RatingState, params: FideParams = PARAMS) -> tuple:
     """What a list's publication (`rating.period_closed`, RULES.md FIDE) changes in one FIDE state: its
-    open period up to that list closes (rounded, published, delisted under 1400), then a listed player
-    with no rated game (pooled games count) in the 12 months before the list is marked inactive, his
-    rating unchanged. Each its own change; none for a state it does not concern (most of them)."""
+    open period up to that list closes (rounded, published, delisted under 1400), a rating from before
+    2024-03 not raised yet gets the raise (from the list of 2024-03 on), then a listed player with no
+    rated game (pooled games count) in the 12 months before the list is marked inactive, his rating
+    unchanged. Each its own change; none for a state it does not concern (most of them)."""
     if not list_concerns(closing, state, params):
         return ()
     changes = []
@@ -474,6 +548,9 @@ def close_list(closing: PeriodClosed, k: StateKey, state: RatingState, params: F
         after = close_period(state, None, params)
         changes.append(change(k, state, after))
         state, v = after, view(after)
+    if closing.list >= params.raise_list and (up := raise_change(k, state, params)) is not None:
+        changes.append(up)
+        state, v = up.after, view(up.after)
     played = state.last_at
     if (v.published is not None and not v.inactive and played is not None
             and played < inactive_before(closing.list, params)):
@@ -519,9 +596,10 @@ def _check(event: EventFinished) -> None:
             raise ValueError(f"event {event.competition_id}: bad game in round {g.round}")
 
 
-def _standard_rating(states: Mapping[StateKey, RatingState], pid: str, list_month: str) -> int | None:
+def _standard_rating(states: Mapping[StateKey, RatingState], pid: str, list_month: str,
+                     params: FideParams) -> int | None:
     """His standard rating on that list, if he is listed in standard."""
-    return rating_on_list(view(states.get(key(pid, "standard"))), list_month)
+    return rating_on_list(view(states.get(key(pid, "standard"))), list_month, params)
 
 
 def _open_period(v: View, before: RatingState, period: str, birth: int | None, year: int,
@@ -577,15 +655,20 @@ def rate_event(
             after = close_period(st, None, params)  # no game of his: his last played time stays
             changes[pid].append(change(key(pid, cat), st, after))
             st = after
+        # The list of 2024-03 came out before this event's: a rating from before it gets the raise first.
+        if st is not None and period > params.raise_list and (
+                up := raise_change(key(pid, cat), st, params)) is not None:
+            changes[pid].append(up)
+            st = up.after
         current[pid] = st
     # The ratings of the list in force at the event's start (section 7.1.3; RULES.md FIDE), for the
     # players listed now: one delisted since that list (by step 1, say) is an unrated player again and
     # pools his games (section 7.2.1), so nobody is rated against a rating he no longer has.
-    pub = {pid: rating_on_list(v, in_force) if (v := view(current[pid])).published is not None else None
+    pub = {pid: rating_on_list(v, in_force, params) if (v := view(current[pid])).published is not None else None
            for pid in ids}
     # Rapid and blitz: no rating of the type, a standard rating: rated with it (FIDE Rapid and Blitz
     # Rating Regulations, unrated players; RULES.md FIDE).
-    standard = {pid: _standard_rating(states, pid, in_force) for pid in ids
+    standard = {pid: _standard_rating(states, pid, in_force, params) for pid in ids
                 if cat != "standard" and view(current[pid]).published is None}
     pub.update({pid: r for pid, r in standard.items() if r is not None})
 
@@ -660,10 +743,15 @@ def rate_event(
             rating, peak = before.rating, before.peak
             if len(v.pool) >= params.first_rating_games:
                 ru = first_rating(v.pool, params)
-                if ru >= params.listed_from:  # published at the end of this event (RULES.md FIDE): it
-                    # rates him in every event after it, whatever list that one started under
+                # A first rating of the period of 2024-03 or before is published from 1000 (that list
+                # raises it); one of a later period, from 1400 and already after the raise.
+                after_raise = period > params.raise_list
+                if ru >= (params.listed_from if after_raise else params.listed_from_before):
+                    # published at the end of this event (RULES.md FIDE): it rates him in every event
+                    # after it, whatever list that one started under
+                    since = max(in_force, params.raise_list) if after_raise else in_force
                     v = v._replace(published=ru, period=None, k=None, n=0, hundredths=0, pool=[],
-                                   lists=((in_force, ru),))
+                                   lists=((since, ru),))
                     rating = float(ru)
                     peak = rating if peak is None else max(peak, rating)
             after = RatingState(
@@ -690,8 +778,9 @@ def predict(event: EventFinished, states: Mapping[StateKey, RatingState], params
     if not event.rated or event.rating_type not in CATEGORIES:
         return ()
     cat, at, in_force = event.rating_type, event.finished_at, list_in_force(event)
-    rating = {p.player_id: rating_on_list(v, in_force) if (v := view(states.get(key(p.player_id, cat)))).published
-              is not None else None for p in event.players}
+    rating = {p.player_id: rating_on_list(v, in_force, params)
+              if (v := view(states.get(key(p.player_id, cat)))).published is not None else None
+              for p in event.players}
     out = []
     for g in event.games:
         w, b = rating.get(g.white), rating.get(g.black)

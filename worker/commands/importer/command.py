@@ -195,7 +195,8 @@ columns/fields are the rating.imported data fields:
 A FIDE rating is the one on the list of the imported_at month (import the list as of its 1st).
 An empty cell (or a JSON null) is absent; cells are trimmed; other columns/fields are ignored (named
 once on stderr). Which fields each system holds: the worker's schemas/rating.imported.json; a
-field the system cannot hold (an RD for FIDE, a FIDE rating under 1400) makes the line bad.
+field the system cannot hold (an RD for FIDE, a FIDE rating under 1400, or 1000 on a list before 2024-03) makes
+the line bad.
 
 Every line is checked by the worker's own decoder before anything is sent; a bad line is rejected with
 its line number and reason (in the summary, and all of them in --rejects FILE) and the good lines are

@@ -153,16 +153,15 @@ async def to_broker(args, counts, progress, rejects, notes, kafka) -> None:
 
 
 async def to_database(args, counts, progress, rejects, notes, url: str) -> None:
-    import asyncpg
-
     from worker.engine import apply_batch
+    from worker.store.connection import ERRORS, describe
     from worker.store.migrate import MigrationError, check_schema
     from worker.store.postgres import PostgresStore
 
     try:
         store = await PostgresStore.connect(url, min_size=1, max_size=2, timeout=30)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-        raise Failed(f"cannot connect to PostgreSQL at {mask_url(url)}: {exc}") from None
+    except ERRORS as exc:
+        raise Failed(f"cannot connect to PostgreSQL at {mask_url(url)}: {describe(exc)}") from None
     try:
         try:
             await check_schema(store.pool)
@@ -172,9 +171,9 @@ async def to_database(args, counts, progress, rejects, notes, url: str) -> None:
         async def apply(batch: list[Good]) -> None:
             try:
                 result = await apply_batch(store, [g.message for g in batch])
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            except ERRORS as exc:
                 raise Failed(f"PostgreSQL failed (this batch was rolled back; lines {batch[0].line} to "
-                              f"{batch[-1].line}): {exc!r}") from None
+                              f"{batch[-1].line}): {describe(exc)}") from None
             failed = dict(result.failed)
             for i, outcome in enumerate(result.outcomes):
                 if outcome == "applied":
