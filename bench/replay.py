@@ -10,7 +10,7 @@ is full from 800,000 messages on):
 
   90%   CSR games among BENCH_REPLAY_PLAYERS (200,000) players, each keeping to two time controls
    4%   ChessKite attempts (4,000 puzzles); 3% Chess Tempo attempts (5,000 problems, both modes) by a
-        tenth of the players (every (user, problem) pair is a state of its own: RULES.md counts repeats
+        tenth of the players (every (user, problem) pair is a state of its own: docs/rules.md#chess-tempo counts repeats
         over all earlier attempts, so these grow with the stream)
  0.5%   Turbo Live events of 8 players
    1%   duplicates of a message of the last hour; 0.1% bad lines

@@ -1,4 +1,4 @@
-"""The shape of the code, checked (issue 19, ARCHITECTURE.md): the layers import only downwards, no
+"""The shape of the code, checked (issue 19, docs/architecture.md): the layers import only downwards, no
 module is several modules joined, every package says what it owns, bench/ does not lean on tests/.
 
 Imports are read from the source (ast), module-level only: an import inside a function or under

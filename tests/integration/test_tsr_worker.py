@@ -22,7 +22,7 @@ DAY = 86400.0
 SEED_EVENT = orjson.dumps(turbo_event(991, [
     ("anna", 0.72, 31, (2, 0, 1)), ("ben", 0.65, 28, (1, 0, 2)), ("cleo", 0.645, 25, (2, 0, 1)),
     ("dev", 0.50, 12, (1, 0, 2)), ("eve", 0.80, 9, (2, 0, 1))], AT))
-# RULES.md: Anna new; Ben, Cleo and Dev stored at the table's "TSR before", last rated 3, 10 and 1 days before.
+# docs/rules.md#tsr: Anna new; Ben, Cleo and Dev stored at the table's "TSR before", last rated 3, 10 and 1 days before.
 BEFORE = {"ben": (1620.0, 90.0, 3), "cleo": (1480.0, 120.0, 10), "dev": (1550.0, 70.0, 1)}
 SEED_AFTER = {"anna": (1809, 150, 309), "ben": (1600, 83, -20), "cleo": (1530, 103, 50), "dev": (1501, 67, -49)}
 

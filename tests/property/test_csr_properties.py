@@ -76,7 +76,7 @@ def test_rd_stays_in_range_and_numbers_are_finite(case):
     game, known = case
     for change in csr.rate_game(game, known).changes:
         s = change.after
-        # RULES.md: the inactivity cap is 350, but Glicko-2's own per-game phi* step is not capped, so an
+        # docs/rules.md#csr: the inactivity cap is 350, but Glicko-2's own per-game phi* step is not capped, so an
         # RD at 350 facing a far-away opponent may end a hair above it: at most sqrt(350^2 + sigma'^2).
         assert 45 <= s.rd <= math.hypot(350, s.volatility * 173.7178)
         assert all(math.isfinite(x) for x in (s.rating, s.rd, s.volatility))

@@ -1,4 +1,4 @@
-"""What `rating.changed` says (issue 20, RULES.md "Common to all systems"): `before` is what the player had,
+"""What `rating.changed` says (issue 20, docs/rules.md#common-to-all-systems): `before` is what the player had,
 `delta` is null when either side is, and every record the worker can publish validates against
 schemas/rating.changed.json, by the worker's compiled schemas and by the reference validator."""
 
@@ -63,7 +63,7 @@ def test_delta_is_null_exactly_when_either_rating_is(published):
 
 
 def test_a_first_fide_or_us_chess_rating_had_none_before(published):
-    """RULES.md: FIDE and US Chess have no rating before the first one (before.rating null, no delta)."""
+    """docs/rules.md#common-to-all-systems: FIDE and US Chess have no rating before the first one (before.rating null, no delta)."""
     firsts = [e["data"] for e in published if e["data"]["system"] in ("fide", "uscf") and e["data"]["version"] == 1]
     assert {d["system"] for d in firsts} == {"fide", "uscf"}
     assert {d["cause"]["type"] for d in firsts} >= {"event.finished", "rating.imported"}
@@ -81,7 +81,7 @@ def test_the_other_systems_start_from_their_start_values(published):
 
 def test_a_csr_import_into_a_new_category_starts_from_the_players_other_speeds(published):
     """q001 has played 6 rapid games and no blitz; his blitz rating is imported: `before` is the start a
-    first blitz game would have had (RULES.md, CSR: the start from other categories), not 1500/350."""
+    first blitz game would have had (docs/rules.md#csr: the start from other categories), not 1500/350."""
     (d,) = [e["data"] for e in published if e["data"]["player_id"] == "q001"
             and e["data"]["category"] == "blitz" and e["data"]["cause"]["type"] == "rating.imported"]
     rapid = [e["data"] for e in published if e["data"]["player_id"] == "q001" and e["data"]["category"] == "rapid"]

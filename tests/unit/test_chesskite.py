@@ -1,4 +1,4 @@
-"""Seed 001's Elo worked example and the ChessKite decisions of RULES.md."""
+"""Seed 001's Elo worked example and the ChessKite decisions of docs/rules.md#chesskite."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chess Tempo problem ratings: seed 002's examples, specs section 3 (Glicko-1) and RULES.md's decisions."""
+"""Chess Tempo problem ratings: seed 002's examples, specs section 3 (Glicko-1) and the decisions of docs/rules.md#chess-tempo."""
 
 from __future__ import annotations
 
@@ -310,7 +310,7 @@ def test_extra_dicts_are_never_mutated():
     assert chesstempo.with_solve(extra, 1.0) is not extra and extra == kept
 
 
-# --- repeats (seed 002 "Duplicate Problem Rating Adjustment"; RULES.md) ----------------------------
+# --- repeats (seed 002 "Duplicate Problem Rating Adjustment"; docs/rules.md#chess-tempo) ----------------------------
 
 
 @pytest.mark.parametrize(
@@ -443,7 +443,7 @@ def test_a_new_user_is_never_in_the_top_group():
     assert not chesstempo.in_top_group(chesstempo.start_state(), 0.0)
 
 
-# --- the top group's threshold (RULES.md) ---------------------------------------------------------
+# --- the top group's threshold (docs/rules.md#chess-tempo) ---------------------------------------------------------
 
 
 def test_top_threshold_49_established_users_none():

@@ -1,4 +1,4 @@
-"""Fair-play corrections (RULES.md "Fair-play corrections") through the engine, as `replay` runs it.
+"""Fair-play corrections (docs/rules.md#fair-play) through the engine, as `replay` runs it.
 
 Every test runs twice: one message per transaction (the games come from the stored history) and
 the whole stream in one batch (the games come from the batch so far); the two must agree exactly.

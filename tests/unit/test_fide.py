@@ -1,4 +1,4 @@
-"""FIDE (seed 001, specs section 2, RULES.md FIDE): table 8.1.2, K, the cap, rounding, periods, first ratings."""
+"""FIDE (seed 001, specs section 2, docs/rules.md#fide): table 8.1.2, K, the cap, rounding, periods, first ratings."""
 
 from __future__ import annotations
 
@@ -454,7 +454,7 @@ def _import(rating, **fields):
 
 
 def test_imports_carry_the_list_s_k_for_the_next_period():
-    """RULES.md FIDE: the official list publishes each player's K (section 8.3.3), not his games: an
+    """docs/rules.md#fide: the official list publishes each player's K (section 8.3.3), not his games: an
     imported `k` is the K of the next period; a K of 10 means ever 2400, a K of 10 or 20 without games
     means at least 30 games (never K 40 for a new player)."""
     o = listed(2000, games=100)
@@ -502,7 +502,7 @@ def test_first_rating_pool_spans_at_most_26_months():
 def test_rapid_newcomer_with_a_standard_rating_is_rated_with_it():
     """FIDE Rapid and Blitz Rating Regulations (1 March 2024), unrated players: a player without a rapid
     (blitz) rating who holds a standard rating is considered rated with it; his opponents' games against
-    him are rated, and his own rapid rating starts from it (RULES.md FIDE)."""
+    him are rated, and his own rapid rating starts from it (docs/rules.md#fide)."""
     states = {k("n"): listed(2000, games=100), k("o", "rapid"): listed(1800, games=100),
               k("u", "rapid"): listed(1800, games=100)}
     out = fide.rate_event(event([("n", "o", "1-0"), ("u", "o", "1/2-1/2")], rating_type="rapid"), states)
@@ -528,7 +528,7 @@ def test_rapid_newcomer_with_a_standard_rating_is_rated_with_it():
 
 def test_rating_period_is_the_list_whose_closing_date_follows_the_event_end():
     """Section 7.1.3: lists are published on the 1st and close 3 days before; an event goes to the first
-    list whose closing date is on or after its end date (RULES.md FIDE); an explicit `rating_period` wins."""
+    list whose closing date is on or after its end date (docs/rules.md#fide); an explicit `rating_period` wins."""
     assert fide.list_period(at(2026, 2, 26, 23)) == "2026-03"
     assert fide.list_period(at(2026, 2, 27, 0)) == "2026-04"
     assert fide.list_period(at(2028, 2, 26)) == "2028-03" and fide.list_period(at(2028, 2, 27)) == "2028-03"  # leap
@@ -539,7 +539,7 @@ def test_rating_period_is_the_list_whose_closing_date_follows_the_event_end():
 
 
 def test_expected_scores_use_the_list_in_force_at_the_event_start():
-    """Section 7.1.3 (RULES.md FIDE): a tournament is rated with the ratings of the list in force at its
+    """Section 7.1.3 (docs/rules.md#fide): a tournament is rated with the ratings of the list in force at its
     start, even when it ends after a later list was published. a won in November (the December list:
     1800 -> 1810); a tournament from 25 November to 3 December still rates him at 1800 (the November
     list), one that started on 1 December at 1810."""
@@ -555,7 +555,7 @@ def test_expected_scores_use_the_list_in_force_at_the_event_start():
 
 
 def test_an_import_is_the_rating_on_its_list_and_keeps_the_earlier_lists():
-    """RULES.md FIDE: importing the December list keeps the November one, so that a tournament that
+    """docs/rules.md#fide: importing the December list keeps the November one, so that a tournament that
     started in November is rated with the November ratings."""
     from worker.ratings.inputs import RatingImported
 

@@ -1,5 +1,5 @@
 """FIDE's change of 1 March 2024 (seed 001: "the lowest FIDE rating is 1400, after a change in 2024 that also
-raised the ratings of lower-rated players"; RULES.md FIDE): at the list of 2024-03 every published rating R
+raised the ratings of lower-rated players"; docs/rules.md#fide): at the list of 2024-03 every published rating R
 with 1000 <= R < 2000 becomes R + 0.4 x (2000 - R), once, and the lowest rating moves from 1000 to 1400.
 Applied by list month, through replay as the worker applies it."""
 

@@ -1,4 +1,4 @@
-"""FIDE's monthly lists (issue 20, item 6; RULES.md FIDE): `rating.period_closed` closes every open period up
+"""FIDE's monthly lists (issue 20, item 6; docs/rules.md#fide): `rating.period_closed` closes every open period up
 to the list, publishes each list rating, delists under 1400 and marks inactive the players with no rated
 game in the 12 months before it; applied by worker.engine.sweep in chunks, exactly once, resumable."""
 
@@ -31,7 +31,7 @@ def open_period(rating, live_sum, period="2026-12", n=2, kk=20, last=NOV_20, **k
 
 
 def test_a_list_closes_every_open_period_up_to_it_and_no_later_one():
-    """RULES.md FIDE: a rating.period_closed closes every open period up to that list (rounded half away
+    """docs/rules.md#fide: a rating.period_closed closes every open period up to that list (rounded half away
     from zero, section 8.3.4), with its own change, also when the rounded rating equals the live one."""
     (ch,) = fide.close_list(DEC_LIST, k("a"), open_period(1800, 0.36))  # live 1807.2
     assert ch.after.extra["published"] == 1807 and ch.after.rating == 1807.0 and ch.after.extra["period"] is None
@@ -45,14 +45,14 @@ def test_a_list_closes_every_open_period_up_to_it_and_no_later_one():
 
 
 def test_a_rating_below_1400_at_the_list_is_delisted():
-    """Section 7.2.1 (RULES.md FIDE): under 1400 the player is shown unrated on the next list."""
+    """Section 7.2.1 (docs/rules.md#fide): under 1400 the player is shown unrated on the next list."""
     (ch,) = fide.close_list(DEC_LIST, k("a"), open_period(1410, -0.75))  # 1395
     assert ch.after.extra["published"] is None and fide.listed_rating(ch.after) is None
     assert ch.after.extra["lists"][-1] == ["2026-12", None]
 
 
 def test_no_rated_game_in_12_months_before_the_list_marks_inactive_once():
-    """RULES.md FIDE: inactive on the list after 12 months without a rated game (pooled games count); the
+    """docs/rules.md#fide: inactive on the list after 12 months without a rated game (pooled games count); the
     rating does not change; a second list does not mark him again; his next rated game makes him active."""
     old = listed(2100)._replace(last_at=at(2025, 11, 30))  # before 2025-12-01: 12 months before the list
     (mark,) = fide.close_list(DEC_LIST, k("a"), old)
@@ -242,7 +242,7 @@ def test_a_player_delisted_by_the_close_at_his_event_pools_its_games():
 
 
 def test_an_event_arriving_after_its_list_came_out_goes_to_the_next_list():
-    """RULES.md FIDE (rated into the open period): a late event never reopens a list already published,
+    """docs/rules.md#fide (rated into the open period): a late event never reopens a list already published,
     which would then be rewritten at the next close."""
     x = listed(1500)._replace(extra={**listed(1500).extra, "lists": [["2026-12", 1500]]})
     states = {k("x"): x, k("y"): listed(1500)}
@@ -252,7 +252,7 @@ def test_an_event_arriving_after_its_list_came_out_goes_to_the_next_list():
 
 
 def test_a_close_by_an_event_is_no_game_of_his():
-    """RULES.md FIDE: inactive after 12 months without a rated game; a period closed because he played
+    """docs/rules.md#fide: inactive after 12 months without a rated game; a period closed because he played
     an event where none of his games counted does not make him active."""
     x = open_period(1800, 0.0, period="2025-01", last=at(2024, 12, 10))
     states = {k("x"): x, k("o"): listed(1800)}

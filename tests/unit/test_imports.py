@@ -143,7 +143,7 @@ async def test_fide_import_with_the_list_k_rates_the_next_period_with_it():
 
 
 async def test_list_k_and_ever_flags_on_another_system_or_out_of_range_are_bad_messages():
-    """CONTRACT.md rating.imported: `k`, `ever_2300`, `ever_2400` on another system make the message bad."""
+    """docs/contract.md#ratingimported-an-existing-rating-brought-in: `k`, `ever_2300`, `ever_2400` on another system make the message bad."""
     lines = [imported(1, "a", "csr", "blitz", 1500.0, k=20), imported(2, "b", "uscf", "regular", 1500.0,
                                                                       ever_2400=True),
              imported(3, "c", "fide", "standard", 1800, k=30), imported(4, "d", "fide", "standard", 1800,

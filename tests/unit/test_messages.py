@@ -38,7 +38,7 @@ from worker.ratings.inputs import (
     TurboPlayer,
 )
 
-# --- The examples of CONTRACT.md, verbatim ------------------------------------------------------
+# --- The examples of docs/contract.md -----------------------------------------------------------
 
 GAME = {"game_id": "g-81723", "rated": True, "variant": "standard",
         "time_control": {"base_seconds": 300, "increment_seconds": 0},
@@ -48,8 +48,8 @@ TURBO = {"competition_id": "tl-991", "kind": "turbo_live", "rated": True, "finis
          "format": "10min",
          "players": [{"player_id": "anna", "agreement": 0.72, "votes": 31,
                       "team_games": {"won": 2, "drawn": 0, "lost": 1}, "top_ups": 0}]}
-# CONTRACT's uscf example lists only p1 in players although p2 plays: the prose rule ("every player in
-# a game is listed in players, once") wins, so it is used here with p2 listed (and rejected as is).
+# The contract's uscf example once listed only p1 in players although p2 plays: the rule ("every player
+# in a game is listed in players, once") wins, so docs/contract.md lists p2 (and the old form is rejected).
 USCF_AS_WRITTEN = {"competition_id": "open-2026", "kind": "uscf", "rated": True, "finished_at": "2026-11-29T20:00:00Z",
                    "time_control": {"base_minutes": 90, "increment_seconds": 30},
                    "players": [{"player_id": "p1", "age": 15}],
@@ -161,7 +161,7 @@ def test_a_fide_event_decodes_with_and_without_time_control():
 
 
 def test_a_fide_rating_from_1000_is_a_listed_rating_on_a_list_before_march_2024():
-    """The lowest FIDE rating was 1000 until the list of 2024-03 (RULES.md FIDE): a 2023 list's 1200 is
+    """The lowest FIDE rating was 1000 until the list of 2024-03 (docs/rules.md#fide): a 2023 list's 1200 is
     imported, a 2024-03 list's 1399 is not (test_bad_messages_are_rejected_with_their_class_and_field)."""
     for rating, month in [(1000, "2023-06"), (1200, "2024-02"), (1400, "2024-03")]:
         m = decode(ce("rating.imported", {**IMPORTED, "rating": rating, "imported_at": f"{month}-01T00:00:00Z"}))

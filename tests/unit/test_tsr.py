@@ -1,4 +1,4 @@
-"""Seed 000's TSR five-account table and the TSR decisions of RULES.md."""
+"""Seed 000's TSR five-account table and the TSR decisions of docs/rules.md#tsr."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ SEED_EVENT = event(
     player("dev", 0.50, 12, (1, 0, 2)),
     player("eve", 0.80, 9, (2, 0, 1)),
 )
-# RULES.md: Anna new; Ben, Cleo, Dev stored at the "TSR before" values, last rated event 3, 10, 1 days before.
+# docs/rules.md#tsr: Anna new; Ben, Cleo, Dev stored at the "TSR before" values, last rated event 3, 10, 1 days before.
 SEED_STATES = {
     k("ben"): stored(1620, 90, 3),
     k("cleo"): stored(1480, 120, 10),
@@ -174,7 +174,7 @@ def test_a_closed_player_is_left_out():
     assert outcome.left_out == (("x", "closed_account"),)
     plans = tsr.plan_event(with_x, states, closed)
     assert plans["a"].opponents == ("b",) and plans["a"].team_opponent == (1500, 90)
-    # Closed after the event's own time: still left out (RULES.md: whatever its own time).
+    # Closed after the event's own time: still left out (docs/rules.md#tsr: whatever its own time).
     assert tsr.rate_event(with_x, states, {"x": AT + DAY}) == outcome
 
 

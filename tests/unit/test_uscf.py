@@ -1,4 +1,4 @@
-"""Seed 004 (US Chess), the worked numbers of specs section 1, and the US Chess decisions of RULES.md."""
+"""Seed 004 (US Chess), the worked numbers of specs section 1, and the US Chess decisions of docs/rules.md#us-chess."""
 
 from __future__ import annotations
 
@@ -544,7 +544,7 @@ def test_player_order_does_not_matter():
 
 
 def test_first_rating_in_one_type_starts_from_the_other_us_chess_ratings():
-    """RULES.md US Chess (US Chess initializes from other ratings; the published system's section 2 is not
+    """docs/rules.md#us-chess (US Chess initializes from other ratings; the published system's section 2 is not
     citable here): Quick from Regular, else Blitz; from Regular on min(N, 10) games, counted in N."""
     reg = mixed(40, 1850.0)
     start = uscf.start_from_other("p", "quick", {k("p"): reg})
@@ -571,7 +571,7 @@ def test_a_regular_player_s_first_quick_event_starts_from_his_regular_rating():
 
 
 def test_dual_event_quick_side_starts_from_regular_as_it_was_before_the_event():
-    """RULES.md: the types as they were before the event: in a dual-rated event (G/45) the new Quick rating
+    """docs/rules.md#us-chess: the types as they were before the event: in a dual-rated event (G/45) the new Quick rating
     starts from the Regular rating the player had before it, not from the one the same event changed."""
     states = {k("p"): mixed(40, 1850.0), k("o"): mixed(40, 1850.0), k("o", "quick"): mixed(40, 1850.0)}
     out = uscf.rate_event(event([(1, "p", "o", "1-0")], minutes=45, increment=0), states)

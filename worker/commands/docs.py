@@ -303,7 +303,7 @@ def chesskite_section() -> str:
 
 
 def chesstempo_section() -> str:
-    """Seed 002 and RULES.md "Chess Tempo problems", every number computed by the module."""
+    """Seed 002 and docs/rules.md#chess-tempo, every number computed by the module."""
     p = chesstempo.PARAMS
     stats = None
     for t in (5.0, 10.0, 15.0):  # earlier correct blitz solves: mean 10 s, sd 4.08 s

@@ -1,5 +1,5 @@
 """`rating-worker fide close-period YYYY-MM`: publish a FIDE rating list, as the platform's scheduler would,
-by producing its `rating.period_closed` message (CONTRACT.md) to an input topic."""
+by producing its `rating.period_closed` message (docs/contract.md#ratingperiod_closed-a-fide-list-is-published) to an input topic."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Offline replay (CONTRACT.md "Offline replay"): CloudEvents JSON lines in, rating.changed lines out.
+"""Offline replay (docs/contract.md#offline-replay): CloudEvents JSON lines in, rating.changed lines out.
 
 Against memory it keeps what the rules read and no more (worker.store.stream): its memory stays flat in
 the stream's length, so a platform's whole history can be replayed.

@@ -1,4 +1,4 @@
-"""`rating.changed`, the worker's output (CONTRACT.md "Output"): one CloudEvent per changed rating.
+"""`rating.changed`, the worker's output (docs/contract.md#ratingchanged-the-output): one CloudEvent per changed rating.
 
 `ChangeRecord` is one change as the history, the outbox and the publisher hold it; `change_record`
 builds it (and its bytes, encoded once) from a message's change; `encode_change` rebuilds the same bytes
@@ -86,7 +86,7 @@ def change_record(
     `shown_rating` is the rating published (the system's: None for a FIDE rating that is not listed);
     in a system that `starts_unrated` (FIDE, US Chess), the first change of a rating had none before it.
     The row's `delta` is the difference of the stored ratings (the fair-play refunds add them up); the
-    published `delta` is null when either published rating is (RULES.md, Common). `inactive` is the
+    published `delta` is null when either published rating is (docs/rules.md#common-to-all-systems). `inactive` is the
     system's activity mark of a state (FIDE's), None where it has none; `parameters` the name of the parameter
     set that rated it (worker.ratings.parameters).
     """

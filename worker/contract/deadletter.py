@@ -1,6 +1,6 @@
 """Dead letters: the byte format of a bad record's copy on the dead-letter topic, written and read back.
 
-A dead letter is the bad record itself, with headers that say why (CONTRACT.md "Dead letters", in the
+A dead letter is the bad record itself, with headers that say why (docs/contract.md#bad-messages-and-dead-letters, in the
 spirit of Kafka Connect's dead-letter queue, which keeps the record's own headers too):
 
     value    the record's value, bytes unchanged (None for a tombstone)

@@ -1,4 +1,4 @@
-"""Decode and validate input messages (CONTRACT.md): a Kafka record value -> a typed `Message`.
+"""Decode and validate input messages (docs/contract.md): a Kafka record value -> a typed `Message`.
 
     decode(value) -> Message        or raises BadMessage(error_class, reason)
 

@@ -1,4 +1,4 @@
-"""ChessKite puzzle ratings: plain logistic Elo (seed 001 "Puzzle ratings"; RULES.md, ChessKite puzzles).
+"""ChessKite puzzle ratings: plain logistic Elo (seed 001 "Puzzle ratings"; docs/rules.md#chesskite).
 
 Everyone starts at 1000. Only challenge cards (`challenge: true`) are rated, with K = 32, as one game
 against the puzzle's own rating, which comes with the attempt (`puzzle_rating`) and is never changed
@@ -25,7 +25,7 @@ CATEGORY = "puzzle"
 
 @dataclass(frozen=True, slots=True)
 class ChessKiteParams:
-    """The seed's numbers; each a documented setting (RULES.md, ChessKite puzzles)."""
+    """The seed's numbers; each a documented setting (docs/rules.md#chesskite)."""
 
     start_rating: float = 1000.0
     k: float = 32.0
@@ -128,6 +128,6 @@ def declare(chosen: ParameterSet) -> RatingSystem:
 
 #: Every set ChessKite's parameters have had, each in effect from its date on (docs/ratings.md lists them).
 PARAMETER_SETS = (
-    ParameterSet("chesskite-1", None, PARAMS, "the seed's values (RULES.md, ChessKite)."),
+    ParameterSet("chesskite-1", None, PARAMS, "the seed's values (docs/rules.md#chesskite)."),
 )
 SYSTEM = declare(PARAMETER_SETS[-1])

@@ -1,11 +1,11 @@
-"""Chess Tempo problem ratings: Glicko-1 for users and problems (seed 002; RULES.md "Chess Tempo problems").
+"""Chess Tempo problem ratings: Glicko-1 for users and problems (seed 002; docs/rules.md#chess-tempo).
 
 Each attempt is one Glicko-1 game (specs section 3.1) between the user and the problem, in the
 attempt's mode (`standard` or `blitz`: the category; the two are separate ratings for users and for
 problems). Both start at 1500 / RD 350, RD at least 50. Before the attempt the user's RD grows with
 c = 10 per sqrt(day) since his last attempt in the mode (at most 350); a problem's RD never grows.
 The user is rated against the problem's stored rating and RD, the problem against the user's stored
-(not grown) rating and RD (RULES.md, "Common to all systems").
+(not grown) rating and RD (docs/rules.md#common-to-all-systems).
 
 Scores (section 3.3): standard correct 1, wrong 0. Blitz: the effective time t = seconds +
 seconds_after_first_move is compared with the mean and population standard deviation of the
@@ -13,7 +13,7 @@ effective times of the problem's earlier correct blitz solves: t < mean - sd sco
 1, else mean / t; with fewer than 2 earlier correct solves a correct answer scores 1; wrong 0. The
 problem scores max(0, 1 - s). A correct blitz time joins the problem's statistics after scoring.
 
-Repeats (seed 002 "Duplicate Problem Rating Adjustment"; RULES.md): for a user in the day's top group
+Repeats (seed 002 "Duplicate Problem Rating Adjustment"; docs/rules.md#chess-tempo): for a user in the day's top group
 (stored RD <= 110 and stored rating >= the day's threshold, see `top_threshold`), the gain of a
 correct attempt on a problem he attempted before in that mode is multiplied by the repeat credit
 (70, 55, 45, 35, 25, then 15 %; at least 45 % after 183 days unseen, 75 % after 365). Only a positive
@@ -43,7 +43,7 @@ mutated: a changed one is a new dict.
 
 Unrated (consumed, nothing changes): an account closed for fair play ("closed_account").
 
-Where RULES.md is silent: `provisional` is RD > 110 (the "established" line of the top group); the
+Where the published rules are silent (docs/rules.md#chess-tempo): `provisional` is RD > 110 (the "established" line of the top group); the
 credit scales the Glicko-1 change from the stored rating (new = old + credit * gain); "last seen" is
 the latest earlier attempt's time, and an attempt older than it counts 0 days unseen; the top group is
 judged on the user's stored (not grown) rating and RD; a blitz attempt without its times is an error.
@@ -77,9 +77,9 @@ DAY = 86400.0
 
 @dataclass(frozen=True, slots=True)
 class ChessTempoParams:
-    """Every number of RULES.md "Chess Tempo problems", each a documented setting."""
+    """Every number of docs/rules.md#chess-tempo, each a documented setting."""
 
-    # Glicko-1 (RULES.md; specs section 3.1), users and problems alike.
+    # Glicko-1 (docs/rules.md#chess-tempo; specs section 3.1), users and problems alike.
     start_rating: float = 1500.0
     start_rd: float = 350.0
     rd_floor: float = 50.0  # minimum RD after an attempt, users and problems
@@ -92,7 +92,7 @@ class ChessTempoParams:
     blitz_bonus_score: float = 1.25  # t < mean - sd
     blitz_min_solves: int = 2  # fewer earlier correct solves: a correct answer scores correct_score
     after_first_move_extra: float = 1.0  # time after the first move counts 1 + this times
-    # Repeats (seed 002 "Duplicate Problem Rating Adjustment"; RULES.md).
+    # Repeats (seed 002 "Duplicate Problem Rating Adjustment"; docs/rules.md#chess-tempo).
     established_rd: float = 110.0  # top group: stored RD <= this
     top_percent: float = 2.0  # the top 2 % of the established users of the mode
     top_min_established: int = 50  # fewer established users: nobody is in the top group
@@ -108,7 +108,7 @@ PARAMS = ChessTempoParams()
 
 
 def category(attempt: PuzzleAttempted) -> str:
-    """The attempt's mode is the category (RULES.md: separate ratings for standard and blitz)."""
+    """The attempt's mode is the category (docs/rules.md#chess-tempo: separate ratings for standard and blitz)."""
     if attempt.mode not in CATEGORIES:
         raise ValueError(f"Chess Tempo attempt on {attempt.puzzle_id} has mode {attempt.mode!r}")
     return attempt.mode
@@ -222,7 +222,7 @@ def _blitz_time(attempt: PuzzleAttempted, params: ChessTempoParams) -> float:
 
 
 def days_between(earlier: float | None, later: float) -> float:
-    """RULES.md "Common to all systems": seconds / 86400, negative (a late message) counts as 0."""
+    """docs/rules.md#common-to-all-systems: seconds / 86400, negative (a late message) counts as 0."""
     if earlier is None:
         return 0.0
     return max(0.0, (later - earlier) / DAY)
@@ -252,7 +252,7 @@ def is_established(state: RatingState | None, params: ChessTempoParams = PARAMS)
 
 
 def top_threshold(established_ratings: Iterable[float], params: ChessTempoParams = PARAMS) -> float | None:
-    """RULES.md: the stored ratings of the n established users (RD <= 110) of a mode, at the day's first
+    """docs/rules.md#chess-tempo: the stored ratings of the n established users (RD <= 110) of a mode, at the day's first
     attempt in it. Nobody qualifies (None) if n < 50; otherwise the k-th highest rating, k = floor(0.02 n).
     """
     ratings = sorted(established_ratings, reverse=True)
@@ -291,7 +291,7 @@ def repeat_credit(repeats: int, days_unseen: float, params: ChessTempoParams = P
 
 
 def unrated_reason(attempt: PuzzleAttempted, closed: Mapping[str, float] = {}) -> str | None:  # noqa: B006
-    """RULES.md "Fair-play corrections": a fair-play-closed account is frozen."""
+    """docs/rules.md#fair-play: a fair-play-closed account is frozen."""
     if attempt.player_id in closed:
         return "closed_account"
     return None
@@ -303,7 +303,7 @@ def _stored(states: Mapping[StateKey, RatingState], key: StateKey, start: Rating
 
 
 def _rd(state: RatingState, params: ChessTempoParams) -> float:
-    """The stored RD; an import that left it out takes the start value (RULES.md "Common to all systems")."""
+    """The stored RD; an import that left it out takes the start value (docs/rules.md#common-to-all-systems)."""
     return params.start_rd if state.rd is None else state.rd
 
 
@@ -380,7 +380,7 @@ def rate_attempt(
     p_rating, p_rd = glicko1.rate_one(problem.rating, problem_rd, user.rating, user_rd, problem_score(s))
     p_extra = problem.extra
     if attempt.correct and mode == "blitz":
-        p_extra = with_solve(p_extra, _blitz_time(attempt, params))  # after scoring (RULES.md)
+        p_extra = with_solve(p_extra, _blitz_time(attempt, params))  # after scoring (docs/rules.md#chess-tempo)
     problem_after = RatingState(
         p_rating,
         max(p_rd, params.rd_floor),
@@ -408,7 +408,7 @@ def rate_attempt(
 
 # --- the day's top group, as the engine drives it -------------------------------------------------
 #
-# RULES.md: "at the first attempt of each UTC day in that mode, take the n users with stored RD <= 110".
+# docs/rules.md#chess-tempo: "at the first attempt of each UTC day in that mode, take the n users with stored RD <= 110".
 # The threshold is kept as a state of its own, one per (day, mode), written by the day's first rated
 # attempt: later attempts of that day read it. Taking it needs every established user's rating, which
 # no per-key read gives: `top_group_query` asks the engine for them (the store's ratings with RD <=
@@ -498,6 +498,6 @@ def declare(chosen: ParameterSet) -> RatingSystem:
 
 #: Every set Chess Tempo's parameters have had, each in effect from its date on (docs/ratings.md lists them).
 PARAMETER_SETS = (
-    ParameterSet("chesstempo-1", None, PARAMS, "the seed's values (RULES.md, Chess Tempo)."),
+    ParameterSet("chesstempo-1", None, PARAMS, "the seed's values (docs/rules.md#chess-tempo)."),
 )
 SYSTEM = declare(PARAMETER_SETS[-1])

@@ -1,4 +1,4 @@
-"""ChesStresS CSR: Glicko-2 per speed (seed 000 "How CSR works"; decisions in RULES.md, CSR section)."""
+"""ChesStresS CSR: Glicko-2 per speed (seed 000 "How CSR works"; decisions in docs/rules.md#csr)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import Imports, Prediction, RatingSystem
 
 NAME = "csr"
-# Speed order (RULES.md "Start in a new category"): distance in this list decides the weights.
+# Speed order (docs/rules.md#csr "Start in a new category"): distance in this list decides the weights.
 CATEGORIES = ("bullet", "blitz", "rapid", "classical", "correspondence")
 DAY = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
 class CsrParams:
-    """The seed's parameter table; every value a documented setting (RULES.md)."""
+    """The seed's parameter table; every value a documented setting (docs/rules.md#csr)."""
 
     start_rating: float = 1500.0
     start_rd: float = 350.0
@@ -64,7 +64,7 @@ def category(tc: TimeControl) -> str:
 
 
 def unrated_reason(game: GameFinished, closed: Mapping[str, float]) -> str | None:
-    """RULES.md: casual, other variants, guests and fair-play-closed accounts are not rated."""
+    """docs/rules.md#csr: casual, other variants, guests and fair-play-closed accounts are not rated."""
     if not game.rated:
         return "casual"
     if game.variant != "standard":
@@ -91,7 +91,7 @@ def apply_floor(old_rating: float, new_rating: float, peak: float | None, params
     """A result that would go below the floor (at least 100, or the peak's floor) stops at it.
 
     A rating already below its floor (after an import) is neither lowered nor lifted by it:
-    the effective floor is then the rating itself (RULES.md, CSR "Floor").
+    the effective floor is then the rating itself (docs/rules.md#csr).
     """
     floor = floor_for_peak(peak, params) or params.rating_floor
     if new_rating >= floor:
@@ -104,7 +104,7 @@ def start_state(
 ) -> RatingState:
     """The state of a category never played: 1500 / 350 / 0.06, or the start from other ratings.
 
-    Seed "Starting from your other ratings" and RULES.md: the average of the categories with at least
+    Seed "Starting from your other ratings" and docs/rules.md#csr: the average of the categories with at least
     5 games, weighted by speed distance (1, 0.5, then 0.25) times 1 / RD^2 (as stored), RD 250.
     """
     here = CATEGORIES.index(cat)
@@ -269,6 +269,6 @@ def declare(chosen: ParameterSet) -> RatingSystem:
 
 #: Every set CSR's parameters have had, each in effect from its date on (docs/ratings.md lists them).
 PARAMETER_SETS = (
-    ParameterSet("csr-1", None, PARAMS, "the seed's parameter table (RULES.md, CSR)."),
+    ParameterSet("csr-1", None, PARAMS, "the seed's parameter table (docs/rules.md#csr)."),
 )
 SYSTEM = declare(PARAMETER_SETS[-1])

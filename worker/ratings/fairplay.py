@@ -1,4 +1,4 @@
-"""Fair-play corrections: `account.closed` with reason `fair_play` (RULES.md "Fair-play corrections").
+"""Fair-play corrections: `account.closed` with reason `fair_play` (docs/rules.md#fair-play).
 
 For every rated CSR game the closed account played with closed_at - 30 days <= finished_at <=
 closed_at, the opponents who lost points get them back: per (victim, category) the sum of the
@@ -31,7 +31,7 @@ DAY = 86400.0
 
 @dataclass(frozen=True, slots=True)
 class FairPlayParams:
-    """RULES.md "Fair-play corrections": each a documented setting."""
+    """docs/rules.md#fair-play: each a documented setting."""
 
     window_days: float = 30.0
     refund_cap: float = 150.0
@@ -84,7 +84,7 @@ def losses(
 
 
 def refunded_state(before: RatingState, points: float, params: csr.CsrParams = csr.PARAMS) -> RatingState:
-    """The rating plus the refund; the floor and peak rules apply as after a game (RULES.md, CSR "Floor")."""
+    """The rating plus the refund; the floor and peak rules apply as after a game (docs/rules.md#csr)."""
     rating = csr.apply_floor(before.rating, before.rating + points, before.peak, params)
     peak = before.peak
     if not csr.is_provisional(before.rd, params):
@@ -156,6 +156,6 @@ def declare(chosen: ParameterSet, params_of: Callable[[str, float], Any] | None 
 
 #: Every set of the fair-play corrections' parameters, each in effect from its date on (docs/ratings.md).
 PARAMETER_SETS = (
-    ParameterSet("fairplay-1", None, PARAMS, "the values of RULES.md, Fair-play corrections."),
+    ParameterSet("fairplay-1", None, PARAMS, "the values of docs/rules.md#fair-play."),
 )
 SYSTEM = declare(PARAMETER_SETS[-1])

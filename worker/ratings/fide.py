@@ -1,4 +1,4 @@
-"""FIDE ratings: standard, rapid and blitz (seed 001 "FIDE ratings"; specs section 2; RULES.md, FIDE).
+"""FIDE ratings: standard, rapid and blitz (seed 001 "FIDE ratings"; specs section 2; docs/rules.md#fide).
 
 Current regulations, not the seed's simplifications:
 
@@ -10,7 +10,7 @@ Current regulations, not the seed's simplifications:
   reached 2400 (the state's peak), else 40 for a junior (until the end of the year of the 18th birthday)
   never rated 2300 or more (the peak, not the current rating), else 40 under 30 games, else 20; then
   capped so that K x n <= 700 over the period's n games. An imported list's K (`k`) is the K of the next
-  period; its `ever_2300` / `ever_2400` count as a peak that high (RULES.md FIDE).
+  period; its `ever_2300` / `ever_2400` count as a peak that high (docs/rules.md#fide).
 - Rating period = the monthly list an event goes to (section 7.1.3): the first list (published on the
   1st) whose closing date, 3 days before it, is on or after the event's end date, or the event's own
   `rating_period`; named by the list's month. Expected scores use the ratings of the list in force at
@@ -27,7 +27,7 @@ Current regulations, not the seed's simplifications:
   starts from it (published = his standard rating until his first close).
   Rated players' games against unrated opponents are not rated for the rated player. A rating that
   falls below 1400 is delisted: the player is unrated again.
-- The change of 1 March 2024, by list month (RULES.md FIDE): on the list of 2024-03 every published
+- The change of 1 March 2024, by list month (docs/rules.md#fide): on the list of 2024-03 every published
   rating R with 1000 <= R < 2000 became R + 0.4 x (2000 - R), once, and the lowest listed rating moved
   from 1000 to 1400. A rating whose latest list is older than 2024-03 has not had the raise yet: it gets
   it when its period closes into that list or a later one, or as a change of its own at the first list
@@ -103,7 +103,7 @@ def _epoch(year: int, month: int, day: int) -> float:
 
 @dataclass(frozen=True, slots=True)
 class FideParams:
-    """The regulations' numbers (specs section 2, RULES.md FIDE); each a documented setting."""
+    """The regulations' numbers (specs section 2, docs/rules.md#fide); each a documented setting."""
 
     k_top: int = 10
     k_junior: int = 40
@@ -130,7 +130,7 @@ class FideParams:
     hypothetical_rating: int = 1800
     hypothetical_games: int = 2  # scored as draws
     disregard_first_zero_score: bool = True  # section 2.4: a zero score in the first event
-    # The change of 1 March 2024 (RULES.md FIDE): at this list, R in [raise_from, raise_below) becomes
+    # The change of 1 March 2024 (docs/rules.md#fide): at this list, R in [raise_from, raise_below) becomes
     # R + raise_share x (raise_below - R), once; lists before it published from listed_from_before.
     raise_list: str = "2024-03"
     raise_from: int = 1000
@@ -318,7 +318,7 @@ class View(NamedTuple):
     hundredths: int
     pool: list
     birth_year: int | None
-    # From an import (RULES.md FIDE): the list's K for the next period, and what the list says of the past.
+    # From an import (docs/rules.md#fide): the list's K for the next period, and what the list says of the past.
     k_next: int | None = None
     ever_2300: bool = False
     ever_2400: bool = False
@@ -535,7 +535,7 @@ def list_concerns(closing: PeriodClosed, state: RatingState, params: FideParams 
 
 
 def close_list(closing: PeriodClosed, k: StateKey, state: RatingState, params: FideParams = PARAMS) -> tuple:
-    """What a list's publication (`rating.period_closed`, RULES.md FIDE) changes in one FIDE state: its
+    """What a list's publication (`rating.period_closed`, docs/rules.md#fide) changes in one FIDE state: its
     open period up to that list closes (rounded, published, delisted under 1400), a rating from before
     2024-03 not raised yet gets the raise (from the list of 2024-03 on), then a listed player with no
     rated game (pooled games count) in the 12 months before the list is marked inactive, his rating
@@ -605,7 +605,7 @@ def _standard_rating(states: Mapping[StateKey, RatingState], pid: str, list_mont
 def _open_period(v: View, before: RatingState, period: str, birth: int | None, year: int,
                  params: FideParams) -> View:
     """A listed player's first game of a period: K fixed for the period (section 8.3.3; junior by the
-    year the game is played), an imported list's K first (RULES.md FIDE: the K of the next period),
+    year the game is played), an imported list's K first (docs/rules.md#fide: the K of the next period),
     used once."""
     if v.k_next is not None:
         k0 = v.k_next
@@ -617,7 +617,7 @@ def _open_period(v: View, before: RatingState, period: str, birth: int | None, y
 
 def _after_lists(v: View) -> str:
     """The first list after the latest one he is on: an event that arrives after its own list came out
-    goes to the next one, never rewriting a published list (RULES.md FIDE: rated into the open period)."""
+    goes to the next one, never rewriting a published list (docs/rules.md#fide: rated into the open period)."""
     latest = v.lists[-1][0] if v.lists else BEFORE_LISTS
     if latest == BEFORE_LISTS:
         return BEFORE_LISTS
@@ -661,13 +661,13 @@ def rate_event(
             changes[pid].append(up)
             st = up.after
         current[pid] = st
-    # The ratings of the list in force at the event's start (section 7.1.3; RULES.md FIDE), for the
+    # The ratings of the list in force at the event's start (section 7.1.3; docs/rules.md#fide), for the
     # players listed now: one delisted since that list (by step 1, say) is an unrated player again and
     # pools his games (section 7.2.1), so nobody is rated against a rating he no longer has.
     pub = {pid: rating_on_list(v, in_force, params) if (v := view(current[pid])).published is not None else None
            for pid in ids}
     # Rapid and blitz: no rating of the type, a standard rating: rated with it (FIDE Rapid and Blitz
-    # Rating Regulations, unrated players; RULES.md FIDE).
+    # Rating Regulations, unrated players; docs/rules.md#fide).
     standard = {pid: _standard_rating(states, pid, in_force, params) for pid in ids
                 if cat != "standard" and view(current[pid]).published is None}
     pub.update({pid: r for pid, r in standard.items() if r is not None})
@@ -723,7 +723,7 @@ def rate_event(
                 v = _open_period(v, before, period, birth, datetime.fromtimestamp(at, UTC).year, params)
             v = v._replace(
                 n=v.n + len(games), hundredths=v.hundredths + sum(s - e for s, e in games), birth_year=birth,
-                inactive=False,  # his next rated game makes him active again (RULES.md FIDE)
+                inactive=False,  # his next rated game makes him active again (docs/rules.md#fide)
             )
             after = RatingState(
                 float(live_rating(v, params)),
@@ -747,7 +747,7 @@ def rate_event(
                 # raises it); one of a later period, from 1400 and already after the raise.
                 after_raise = period > params.raise_list
                 if ru >= (params.listed_from if after_raise else params.listed_from_before):
-                    # published at the end of this event (RULES.md FIDE): it rates him in every event
+                    # published at the end of this event (docs/rules.md#fide): it rates him in every event
                     # after it, whatever list that one started under
                     since = max(in_force, params.raise_list) if after_raise else in_force
                     v = v._replace(published=ru, period=None, k=None, n=0, hundredths=0, pool=[],
@@ -792,7 +792,7 @@ def predict(event: EventFinished, states: Mapping[StateKey, RatingState], params
 
 def imported_state(imp, version: int, params: FideParams = PARAMS) -> RatingState:
     """A rating.imported's state: a published list rating with no open period (`view` reads a state
-    without "published" so), with what the list says of K (RULES.md FIDE): its `k` is the K of the next
+    without "published" so), with what the list says of K (docs/rules.md#fide): its `k` is the K of the next
     period; a K of 10 means ever 2400 (and so 2300); a K of 10 or 20 without `games` means at least 30
     games played (K 40 for a new player never follows from it)."""
     extra: dict[str, Any] = {}
@@ -814,7 +814,7 @@ def imported_state(imp, version: int, params: FideParams = PARAMS) -> RatingStat
 
 
 def carried_lists(stored: RatingState | None, imported: RatingState, params: FideParams = PARAMS) -> RatingState:
-    """An import is the rating on one list: the stored ratings of earlier lists stay (RULES.md FIDE), so
+    """An import is the rating on one list: the stored ratings of earlier lists stay (docs/rules.md#fide), so
     that an event that started under an earlier list is still rated with it."""
     if stored is None:
         return imported
@@ -839,6 +839,6 @@ def declare(chosen: ParameterSet) -> RatingSystem:
 
 #: Every set of FIDE's parameters, each in effect from its date on (docs/ratings.md lists them).
 PARAMETER_SETS = (
-    ParameterSet("fide-1", None, PARAMS, "the FIDE Rating Regulations' values (RULES.md, FIDE)."),
+    ParameterSet("fide-1", None, PARAMS, "the FIDE Rating Regulations' values (docs/rules.md#fide)."),
 )
 SYSTEM = declare(PARAMETER_SETS[-1])

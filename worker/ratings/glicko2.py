@@ -145,7 +145,7 @@ def _period_end(
 
 
 def rd_after_inactivity(rd: float, volatility: float, days: float, cap: float) -> float:
-    """RULES.md (CSR): sqrt(RD^2 + (sigma * 173.7178)^2 * days), at most `cap`.
+    """docs/rules.md#csr: sqrt(RD^2 + (sigma * 173.7178)^2 * days), at most `cap`.
 
     An RD already above the cap (Glicko-2's own phi* step is not capped) is never lowered.
     """

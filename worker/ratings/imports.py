@@ -1,4 +1,4 @@
-"""`rating.imported`: an existing rating brought in from elsewhere replaces one state (RULES.md, Common).
+"""`rating.imported`: an existing rating brought in from elsewhere replaces one state (docs/rules.md#common-to-all-systems).
 
 What the message leaves out takes the system's start values, as each system declares them (its
 `SYSTEM.imports`, worker.ratings.system.Imports); the change counts like any other (next version, a

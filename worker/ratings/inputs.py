@@ -113,7 +113,7 @@ class AccountClosed:
     player_id: str
     reason: str
     closed_at: float
-    # Attached by the engine before rating (RULES.md "Fair-play corrections"): both sides of every
+    # Attached by the engine before rating (docs/rules.md#fair-play): both sides of every
     # CSR game the account played in the refund window, from the history and the batch so far.
     games: tuple[GameSide, ...] = ()
 
@@ -135,7 +135,7 @@ class RatingImported:
     peak: float | None = None
     birth_year: int | None = None
     last_played_at: float | None = None
-    # FIDE only (RULES.md FIDE): the list's K (the K of the next period), and whether he was ever rated
+    # FIDE only (docs/rules.md#fide): the list's K (the K of the next period), and whether he was ever rated
     # 2300 / 2400 or more
     k: int | None = None
     ever_2300: bool | None = None

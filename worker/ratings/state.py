@@ -57,7 +57,7 @@ class Outcome(NamedTuple):
     changes: tuple[RatingChange, ...] = ()
     unrated_reason: str | None = None
     # (player_id, closed_at): this message closed the account for fair play; every later message
-    # treats it as frozen (RULES.md "Fair-play corrections").
+    # treats it as frozen (docs/rules.md#fair-play).
     closure: tuple[str, float] | None = None
     # (player_id, reason) for each participant of a message whose rating did not change and why (TSR:
     # fewer than 10 votes; FIDE: no game of his counted, also when nobody's did): support's "why not me?".

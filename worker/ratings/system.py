@@ -16,11 +16,11 @@ The engine (worker.engine) drives every system through these functions and nothi
 - A message that needs the ratings of a whole category at that moment (Chess Tempo's daily top group)
   asks with `context` (system, category, RD at most), given the states as they are; the engine lays the
   batch's changes over the store's answer and hands it over by `with_context`.
-- `imports` says how the system takes a `rating.imported` (RULES.md, Common): the state an import stands
+- `imports` says how the system takes a `rating.imported` (docs/rules.md#common-to-all-systems): the state an import stands
   for, the state before it when none is stored (from the player's other states, loaded by its
   `more_keys`), and the imported state's provisional mark and floor.
 - `starts_unrated`: a player has no rating in the system before his first (FIDE, US Chess): the `before`
-  of a rating's first change is published as `rating` null (RULES.md, Common), whatever state the maths
+  of a rating's first change is published as `rating` null (docs/rules.md#common-to-all-systems), whatever state the maths
   starts from.
 - `sweep` declares a message that concerns every stored state of the system (FIDE's monthly list,
   `rating.period_closed`): the engine applies it state by state in bounded chunks (worker.engine.sweep),

@@ -1,4 +1,4 @@
-"""ChesStresS TSR: Glicko-2 on agreement in Turbo Live events (seed 000 "How TSR works"; RULES.md, TSR).
+"""ChesStresS TSR: Glicko-2 on agreement in Turbo Live events (seed 000 "How TSR works"; docs/rules.md#tsr).
 
 One rated event is one weighted Glicko-2 period for every rated player (>= 10 votes, not closed for
 fair play). Each player is rated against the others' *stored* pre-event values:
@@ -41,7 +41,7 @@ _EXACT = Context(prec=400)
 
 @dataclass(frozen=True, slots=True)
 class TsrParams:
-    """The seed's TSR parameter table; every value a documented setting (RULES.md, TSR)."""
+    """The seed's TSR parameter table; every value a documented setting (docs/rules.md#tsr)."""
 
     votes_needed: int = 10
     field_weight: float = 4.0  # all field comparisons together, in games
@@ -49,7 +49,7 @@ class TsrParams:
     draw_margin: float = 0.01  # agreement difference still counted as a draw (1 percentage point)
     max_opponents: int = 200
     min_rated_players: int = 2
-    # RULES.md: "Same Glicko-2, scale and parameters as CSR" (no White adjustment); TSR is in beta, so
+    # docs/rules.md#tsr: "Same Glicko-2, scale and parameters as CSR" (no White adjustment); TSR is in beta, so
     # each can still be tuned here on its own.
     start_rating: float = csr.PARAMS.start_rating
     start_rd: float = csr.PARAMS.start_rd
@@ -126,7 +126,7 @@ def rated_players(
 def unrated_reason(
     event: EventFinished, closed: Mapping[str, float] = {}, params: TsrParams = PARAMS  # noqa: B006 - read-only
 ) -> str | None:
-    """RULES.md: casual and free events are not rated, nor an event with fewer than 2 rated players.
+    """docs/rules.md#tsr: casual and free events are not rated, nor an event with fewer than 2 rated players.
 
     A player closed for fair play is left out (neither rated nor anyone's opponent), so he does not
     count towards the 2.
@@ -400,6 +400,6 @@ def declare(chosen: ParameterSet) -> RatingSystem:
 #: Every set TSR's parameters have had, each in effect from its date on: the seed says TSR is in beta, its
 #: weights may be tuned, every change listed with its date and the TSRs earned before it kept.
 PARAMETER_SETS = (
-    ParameterSet("tsr-1", None, PARAMS, "the seed's parameter table (RULES.md, TSR); TSR in beta."),
+    ParameterSet("tsr-1", None, PARAMS, "the seed's parameter table (docs/rules.md#tsr); TSR in beta."),
 )
 SYSTEM = declare(PARAMETER_SETS[-1])

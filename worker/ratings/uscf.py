@@ -1,10 +1,10 @@
-"""US Chess: Glickman & Doan's rating system (seed 004; specs section 1; RULES.md, US Chess).
+"""US Chess: Glickman & Doan's rating system (seed 004; specs section 1; docs/rules.md#us-chess).
 
 One rated event updates each participant's rating in every category its time control rates
 (`regular`, `quick`, `blitz`; 30..65 minutes + increment is dual: Quick and Regular, each from its own
 state). Per category, the five steps of specs 1.8:
 
-1. initial rating of an unrated player: from his other US Chess rating where he has one (RULES.md: Quick
+1. initial rating of an unrated player: from his other US Chess rating where he has one (docs/rules.md#us-chess: Quick
    from Regular, else Blitz; Blitz from Quick, else Regular; Regular from Quick, else Blitz; from Regular
    on min(N, 10) games, from Quick or Blitz on 0), else 50 x age for ages up to 26 (at least 100), else
    1300; 0 games;
@@ -37,14 +37,14 @@ NAME = "uscf"
 CATEGORIES = ("regular", "quick", "blitz")
 SCORES = {"1-0": (1.0, 0.0), "0-1": (0.0, 1.0), "1/2-1/2": (0.5, 0.5)}
 
-# Epoch seconds (UTC) of the days the bonus multiplier changed (specs 1.0, RULES.md).
+# Epoch seconds (UTC) of the days the bonus multiplier changed (specs 1.0, docs/rules.md#us-chess).
 FEB_1_2023 = 1675209600.0  # 2023-02-01T00:00:00Z
 JAN_1_2025 = 1735689600.0  # 2025-01-01T00:00:00Z
 
 
 @dataclass(frozen=True, slots=True)
 class UscfParams:
-    """Every constant of specs section 1 and RULES.md as a named setting."""
+    """Every constant of specs section 1 and docs/rules.md#us-chess as a named setting."""
 
     # Bonus multiplier B by event end (finished_at): (from epoch seconds, B), ascending; the first applies
     # to everything before the second.
@@ -73,7 +73,7 @@ class UscfParams:
     special_cap: float = 2700.0
     special_start: str = "closed_form"  # or "prior" (specs 6, US-1)
     step3_n_eff: float = 1.0
-    # initial ratings (RULES.md)
+    # initial ratings (docs/rules.md#us-chess)
     per_year_of_age: float = 50.0
     start_from_regular_games: int = 10  # a first Quick/Blitz rating from Regular: on min(N, 10) games
     max_junior_age: int = 26
@@ -103,7 +103,7 @@ PARAMS = UscfParams()
 
 
 def categories_for(minutes: float | None, increment: float | None, params: UscfParams = PARAMS) -> tuple[str, ...]:
-    """RULES.md: under 5 none; 5..10 blitz; over 10, under 30 quick; 30..65 regular + quick; over 65 regular."""
+    """docs/rules.md#us-chess: under 5 none; 5..10 blitz; over 10, under 30 quick; 30..65 regular + quick; over 65 regular."""
     total = (minutes or 0) + (increment or 0)
     if total < params.min_rated_total:
         return ()
@@ -360,7 +360,7 @@ def uses_special(games: int, history: str, params: UscfParams = PARAMS) -> bool:
 
 
 def initial_rating(age: int | None, params: UscfParams = PARAMS) -> float:
-    """RULES.md: 50 x age up to 26 (at least 100), 1300 for older or unknown age."""
+    """docs/rules.md#us-chess: 50 x age up to 26 (at least 100), 1300 for older or unknown age."""
     if age is None or age > params.max_junior_age:
         return params.adult_rating
     return max(params.absolute_floor, params.per_year_of_age * age)
@@ -445,14 +445,14 @@ def start_state(age: int | None, params: UscfParams = PARAMS) -> RatingState:
                        {"wins": 0, "draws": 0, "losses": 0, "events3": 0})
 
 
-# RULES.md US Chess: which of his other ratings a first rating in a type starts from, in order.
+# docs/rules.md#us-chess: which of his other ratings a first rating in a type starts from, in order.
 START_FROM = {"quick": ("regular", "blitz"), "blitz": ("quick", "regular"), "regular": ("quick", "blitz")}
 
 
 def start_from_other(player_id: str, category: str, states: Mapping[StateKey, RatingState],
                      params: UscfParams = PARAMS) -> RatingState | None:
     """The start of a first rating in `category` from the player's other US Chess rating, if he has one
-    (RULES.md US Chess: US Chess initializes from other ratings). From Regular, based on min(N, 10) games,
+    (docs/rules.md#us-chess: US Chess initializes from other ratings). From Regular, based on min(N, 10) games,
     which count in the new type's N; from Quick or Blitz, on 0 games (held less reliable). `states` are
     as they were before the event: the Quick side of a dual event does not start from the Regular rating
     the same event changes. The published system's blended initialization (several sources weighted by
@@ -631,6 +631,6 @@ def declare(chosen: ParameterSet) -> RatingSystem:
 
 #: Every set of US Chess's parameters, each in effect from its date on (docs/ratings.md lists them).
 PARAMETER_SETS = (
-    ParameterSet("uscf-1", None, PARAMS, "the US Chess rating system's values (RULES.md, US Chess)."),
+    ParameterSet("uscf-1", None, PARAMS, "the US Chess rating system's values (docs/rules.md#us-chess)."),
 )
 SYSTEM = declare(PARAMETER_SETS[-1])

@@ -3,7 +3,7 @@ memory, for the stores that hold every player of one (replay's StreamStore, back
 
 A replay of a platform's history keeps one state per player, system and category for the whole run
 (issue 22 item 1: memory flat in the stream's length), and Chess Tempo keeps one more per (user, mode,
-problem) attempted (RULES.md counts repeats over all earlier attempts), so the states are most of its
+problem) attempted (docs/rules.md#chess-tempo counts repeats over all earlier attempts), so the states are most of its
 memory. As a dict of NamedTuples a state costs about 365 bytes (the StateKey, the RatingState, its five
 floats, the dict's slot); here, about 140 (docs/performance.md, "`rating-worker replay` of long histories"):
 
