@@ -43,5 +43,6 @@ def test_no_tracked_file_cites_a_document_outside_the_repository():
 
 
 def test_the_check_finds_a_citation():
-    assert citations("see RULES" + ".md, CSR\nnothing here") == ["1: see RULES.md, CSR"]
+    cited = "see RULES" + ".md, CSR"
+    assert citations(cited + "\nnothing here") == [f"1: {cited}"]
     assert citations('open("../' + 'shared/seeds/x")') != []
