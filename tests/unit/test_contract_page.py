@@ -85,3 +85,27 @@ def test_the_check_can_fail():
     """A field the schemas do not have is noticed."""
     assert "no_such_field" not in schema_of("game.finished")
     assert named_in_tables("| field | rule |\n|---|---|\n| `no_such_field` | x |\n") == {"no_such_field"}
+
+
+def examples(section: str) -> list[dict]:
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, flags=re.S)]
+
+
+@pytest.mark.parametrize("message_type", TYPES[:-1])
+def test_every_example_of_an_input_type_is_a_message_the_worker_accepts(message_type):
+    from worker.contract.decode import decode
+
+    found = examples(section_for(f"`{message_type}`"))
+    assert found, f"no example for {message_type}"
+    for data in found:
+        envelope = {"specversion": "1.0", "id": "example", "source": "/docs", "type": message_type,
+                    "time": "2026-12-01T00:00:00Z", "data": data}
+        assert decode(json.dumps(envelope).encode()).type == message_type
+
+
+def test_the_output_example_is_valid_against_its_schema():
+    import jsonschema
+
+    (example,) = examples(section_for("`rating.changed`"))
+    schema = json.loads((SCHEMAS / "rating.changed.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(example)
