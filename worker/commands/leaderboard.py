@@ -14,9 +14,20 @@ DAY_S = 86400.0
 
 def leaderboard_systems() -> list[str]:
     """The systems that have ratings of their own (the leaderboard view has a rule for each)."""
-    from worker.ratings.registry import SYSTEMS
+    from worker.ratings.registry import RATINGS
 
-    return [s.name for s in SYSTEMS if s.categories]
+    return list(RATINGS)
+
+
+def check_board(system: str, category: str) -> None:
+    """A system and category that have a leaderboard, else a UsageError naming the valid ones (an unknown
+    one used to print an empty table, as if nobody were established)."""
+    from worker.ratings.registry import RATINGS
+
+    if system not in RATINGS:
+        raise UsageError(f"no system {system!r}: one of {', '.join(RATINGS)}")
+    if category not in RATINGS[system]:
+        raise UsageError(f"{system} has no category {category!r}: one of {', '.join(RATINGS[system])}")
 
 
 def ranks(ratings: list[float]) -> list[int]:
@@ -33,6 +44,7 @@ async def leaderboard(args: argparse.Namespace) -> int:
         raise UsageError("--top must be at least 1")
     if args.active_days is not None and not args.active_days > 0:
         raise UsageError("--active-days must be more than 0")
+    check_board(args.system, args.category)
     conn = await connect(args)
     try:
         if args.active_days is None:

@@ -21,6 +21,7 @@ from worker.commands.operator import (
 )
 from worker.commands.plot import unknown_format
 from worker.ratings.reasons import explain
+from worker.ratings.registry import RATINGS
 from worker.store.queries import QUERIES
 
 CHART_WIDTH = 80  # the charts' width when the output is not a terminal
@@ -39,7 +40,7 @@ async def player(args: argparse.Namespace) -> int:
     conn = await connect(args)
     try:
         account = await conn.fetchrow(QUERIES["player_account"], args.player_id)
-        ratings = await conn.fetch(QUERIES["player_ratings"], args.player_id)
+        ratings = await conn.fetch(QUERIES["player_ratings"], args.player_id, list(RATINGS))
         series = [] if args.json and not args.plot else series_from_rows(await conn.fetch(
             QUERIES["player_series"], args.player_id, args.system, args.category,
             PLOTTED if args.plot else CHARTED))
@@ -81,10 +82,10 @@ async def player(args: argparse.Namespace) -> int:
         lines += ["", f"latest {len(changes)} messages, newest first", "(unchanged: a message that changed none of his "
                   "ratings, and why)"]
         lines.append(table(
-            ["at", "rating", "after", "change", "cause", "ref"],
-            [[c["changed_at"], f"{c['system']} {c['category']} #{c['version']}", c["rating"], _signed(c["delta"]),
-              c["cause_type"], c["cause_ref"] or c["cause_id"]] if "unchanged" not in c else
-             [c["changed_at"], c["system"], "unchanged", c["unchanged"], c["cause_type"],
+            ["at", "rating", "before", "after", "change", "cause", "ref"],
+            [[c["changed_at"], f"{c['system']} {c['category']} #{c['version']}", c["before"], c["rating"],
+              _signed(c["delta"]), c["cause_type"], c["cause_ref"] or c["cause_id"]] if "unchanged" not in c else
+             [c["changed_at"], c["system"], "", "unchanged", c["unchanged"], c["cause_type"],
               c["cause_ref"] or c["cause_id"]] for c in changes], width))
     emit(args.json, obj, "\n".join(lines))
     return 0

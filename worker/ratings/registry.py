@@ -28,7 +28,7 @@ from worker.ratings.inputs import Message
 from worker.ratings.parameters import ParameterSet, Timeline, check_sets
 from worker.ratings.system import RatingSystem
 
-__all__ = ["DECLARED_SETS", "DECLARERS", "KINDS", "REGISTRY", "SYSTEMS", "TIMELINES", "declare_systems",
+__all__ = ["DECLARED_SETS", "DECLARERS", "KINDS", "RATINGS", "REGISTRY", "SYSTEMS", "TIMELINES", "declare_systems",
            "every_declaration", "kind_of", "kinds", "rated_with", "system_for"]
 
 
@@ -88,6 +88,11 @@ TIMELINES: dict[str, Timeline[RatingSystem]] = declare_systems(DECLARED_SETS)
 
 #: Every declared system (as its latest parameter set declares it), by name.
 SYSTEMS: tuple[RatingSystem, ...] = tuple(t.items()[-1] for t in TIMELINES.values())
+
+#: The systems that publish ratings of their own, by name, with their categories: what a person sees as a
+#: player's ratings or a leaderboard (a system's internal records, such as Chess Tempo's repeat records,
+#: are stored under other system names and are no rating).
+RATINGS: Mapping[str, tuple[str, ...]] = MappingProxyType({s.name: s.categories for s in SYSTEMS if s.categories})
 
 
 def _sweeper(system: RatingSystem) -> RatingSystem:

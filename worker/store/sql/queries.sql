@@ -398,8 +398,9 @@ LIMIT $2;
 SELECT player_id, closed_reason, closed_at FROM players WHERE player_id = $1;
 
 -- name: player_ratings
--- $1 player id: every rating, with the provisional mark and floor of its latest change (as
--- published: each system's own rule, computed once by the engine).
+-- $1 player id, $2 the systems that publish ratings: every rating of his, with the provisional mark and
+-- floor of its latest change (as published: each system's own rule, computed once by the engine). A
+-- system's internal records (Chess Tempo's repeat records) are not ratings.
 SELECT r.system, r.category, r.rating, r.rd, r.volatility, r.games, r.peak, r.version,
        to_timestamp(r.last_at) AS last_at,
        coalesce(to_jsonb(c.provisional),
@@ -412,15 +413,15 @@ FROM ratings AS r
 LEFT JOIN rating_changes AS c
   ON c.player_id = r.player_id AND c.system = r.system AND c.category = r.category
  AND c.version = r.version
-WHERE r.player_id = $1
+WHERE r.player_id = $1 AND r.system = ANY($2::text[])
 ORDER BY r.system, r.category;
 
 -- name: player_history
 -- $1 player id, $2 how many, $3 system or null, $4 category or null: the latest changes, newest
--- first (the rating_changes_key_version index: per rating, in order of version).
-SELECT system, category, version, rating, delta, cause_type, cause_source, cause_id, cause_ref,
-       changed_at
-FROM rating_changes
+-- first (the rating_changes_key_version index: per rating, in order of version), as published.
+SELECT system, category, version, before_rating AS before, after_rating AS rating, delta, cause_type,
+       cause_source, cause_id, cause_ref, changed_at
+FROM published_changes
 WHERE player_id = $1 AND ($3::text IS NULL OR system = $3) AND ($4::text IS NULL OR category = $4)
 ORDER BY changed_at DESC, id DESC
 LIMIT $2;
@@ -469,17 +470,18 @@ SELECT type, outcome, reason, ref, duplicates, processed_at FROM processed_messa
 
 -- name: message_changes_by_ref
 -- $1 source, $2 id, $3 its ref (game, competition or puzzle id): the rating changes it caused (index
--- rating_changes_cause_ref).
-SELECT player_id, system, category, version, before_rating, rating, delta, changed_at
-FROM rating_changes
+-- rating_changes_cause_ref), as published.
+SELECT player_id, system, category, version, before_rating, after_rating AS rating, delta, changed_at
+FROM published_changes
 WHERE cause_ref = $3 AND cause_source = $1 AND cause_id = $2
 ORDER BY player_id, system, category, version;
 
 -- name: message_changes_by_cause
 -- $1 source, $2 id: the rating changes caused by a message without a ref (an import, a fair-play
 -- closure). No index covers the cause: a scan of the history, rare and read-only (an operator's question).
-SELECT player_id, system, category, version, before_rating, rating, delta, changed_at
-FROM rating_changes
+-- As published.
+SELECT player_id, system, category, version, before_rating, after_rating AS rating, delta, changed_at
+FROM published_changes
 WHERE cause_source = $1 AND cause_id = $2
 ORDER BY player_id, system, category, version;
 
