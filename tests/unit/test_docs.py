@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.commands.docs import render
+from worker.commands.ratings_page import render
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "ratings.md"
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from worker.commands.docs import parameter_sets
+from worker.commands.ratings_page import parameter_sets
 from worker.commands.replay import replay
 from worker.contract.changed import ChangeRecord, encode_change
 from worker.dev.streams import every_type, game_event, games

@@ -1,0 +1,396 @@
+"""docs/ratings.md, every number computed by the engine (seed 000's tables and each system's worked
+examples); `rating-worker docs` (docs.py) writes it, and a test fails when the committed page is stale."""
+
+from __future__ import annotations
+
+import calendar
+
+from worker.ratings import chesskite, chesstempo, csr, elo, fide, glicko1, glicko2, registry, tsr, uscf
+from worker.ratings.inputs import EventFinished, GameFinished, TeamGames, TimeControl, TurboPlayer
+from worker.ratings.parameters import changed_values
+from worker.ratings.state import RatingState, StateKey
+
+DAY = 86400.0
+P = csr.PARAMS
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _pm(rating: float, rd: float) -> str:
+    return f"{round(rating)} ±{round(rd)}"
+
+
+def _signed(x: float) -> str:
+    n = round(x)
+    return f"+{n}" if n > 0 else f"−{-n}" if n < 0 else "0"
+
+
+def _game(result: str, at: float = 0.0) -> GameFinished:
+    return GameFinished("example", True, "standard", TimeControl(300, 0), "white", "black", result, at)
+
+
+def parameters() -> str:
+    return _table(["Parameter", "Value"], [
+        ["Starting rating", round(P.start_rating)], ["Starting rating deviation (RD)", round(P.start_rd)],
+        ["Starting volatility", P.start_volatility], ["System constant τ (tau)", P.tau],
+        ["Scale factor (Glicko-2 to rating points)", glicko2.SCALE], ["Lowest possible RD (floor)", round(P.rd_floor)],
+        ["Provisional (“?”) while RD is above", round(P.provisional_above)],
+        ["White’s first-move advantage (CSR only)", f"{round(P.white_advantage)} rating points"],
+        ["Highest RD (after a long break)", round(P.rd_cap)],
+    ])
+
+
+def categories() -> str:
+    rows = []
+    for base, inc in [(60, 0), (60, 1), (60, 2), (120, 1), (180, 0), (300, 0), (600, 0), (900, 0), (1500, 0),
+                      (1800, 0), (1800, 20)]:
+        tc = TimeControl(base, inc)
+        rows.append([f"{base // 60}+{inc}", f"{csr.estimated_length(tc)} s", csr.category(tc).capitalize()])
+    rows.append(["d3 (correspondence, 3 days a move)", "–", csr.category(TimeControl(days_per_move=3)).capitalize()])
+    return _table(["Time control", "Estimated length", "CSR category"], rows)
+
+
+def rd_growth() -> str:
+    rows = [[d, round(glicko2.rd_after_inactivity(60, P.start_volatility, d, P.rd_cap)),
+             round(glicko2.rd_after_inactivity(100, P.start_volatility, d, P.rd_cap))]
+            for d in (7, 30, 90, 180, 365, 730)]
+    return _table(["Days without a rated game", "RD 60 becomes", "RD 100 becomes"], rows)
+
+
+def provisional_games(opponent_rd: float) -> int:
+    """A new player drawing back to back as White against a 1500 ±opponent_rd who does not change."""
+    states = {StateKey("o", "csr", "blitz"): RatingState(1500, opponent_rd, 0.06, 50, None, 0.0, 50)}
+    n = 0
+    while True:
+        n += 1
+        g = GameFinished("p", True, "standard", TimeControl(300, 0), "p", "o", "1/2-1/2", 0.0)
+        change = csr.rate_game(g, states).changes[0]
+        if not change.provisional:
+            return n
+        states[change.key] = change.after
+
+
+def start_from_other() -> str:
+    mine = {"blitz": (1900, 60, 40), "rapid": (1800, 90, 12), "correspondence": (1600, 120, 6)}
+    states = {StateKey("p", "csr", c): RatingState(r, rd, 0.06, n, r, 0.0, n) for c, (r, rd, n) in mine.items()}
+    have = _table(["Your ratings", "Games"], [[f"{c.capitalize()} {r} ±{rd}", n] for c, (r, rd, n) in mine.items()])
+    starts = [[c.capitalize(), _pm(s.rating, s.rd)] for c in ("bullet", "classical")
+              for s in [csr.start_state("p", c, states)]]
+    return have + "\n\n" + _table(["Category you have not played yet", "It starts at"], starts)
+
+
+def floors() -> str:
+    return _table(["Highest established rating (peak)", "Your rating cannot fall below"],
+                  [[p, round(csr.floor_for_peak(p))] for p in (1450, 1843, 2000, 2399, 2400)])
+
+
+def example_new_players() -> str:
+    white, black = csr.rate_game(_game("1-0"), {}).changes
+    e_w = glicko2.expected_score(1500, 1500, 350, P.white_advantage)
+    e_b = glicko2.expected_score(1500, 1500, 350, -P.white_advantage)
+    return _table(["", "Before", "Expected score", "Result", "After"], [
+        ["White (new)", _pm(1500, 350), f"{e_w:.3f}", "win (1)", _pm(white.after.rating, white.after.rd)],
+        ["Black (new)", _pm(1500, 350), f"{e_b:.3f}", "loss (0)", _pm(black.after.rating, black.after.rd)],
+    ])
+
+
+def example_established_draw() -> str:
+    states = {StateKey("white", "csr", "blitz"): RatingState(1843, 60, 0.06, 50, 1843, 0.0, 50),
+              StateKey("black", "csr", "blitz"): RatingState(1700, 80, 0.06, 50, 1700, 0.0, 50)}
+    white, black = csr.rate_game(_game("1/2-1/2", DAY), states).changes
+    e_w = glicko2.expected_score(1843, 1700, 80, P.white_advantage)
+    e_b = glicko2.expected_score(1700, 1843, 60, -P.white_advantage)
+    return _table(["", "Before", "Expected score", "Result", "After", "Change"], [
+        ["White", _pm(1843, 60), f"{e_w:.3f}", "draw (½)", _pm(white.after.rating, white.after.rd), _signed(white.delta)],
+        ["Black", _pm(1700, 80), f"{e_b:.3f}", "draw (½)", _pm(black.after.rating, black.after.rd), _signed(black.delta)],
+    ])
+
+
+def faq_example() -> str:
+    states = {StateKey("white", "csr", "blitz"): RatingState(1843, 50, 0.06, 50, 1843, 0.0, 50),
+              StateKey("black", "csr", "blitz"): RatingState(1600, 60, 0.06, 50, 1600, 0.0, 50)}
+    white = csr.rate_game(_game("1-0", DAY), states).changes[0]
+    e = glicko2.expected_score(1843, 1600, 60, P.white_advantage)
+    return (f"With White, 1843 ±50 against 1600 ±60 (both last played the day before), the expected score is "
+            f"{e:.3f}; a win scores 1, so the gain is {_signed(white.delta)} (to {round(white.after.rating)}).")
+
+
+TURBO_EXAMPLE = [  # (player, agreement, votes, team W-D-L, TSR before or None for new, days since last event)
+    ("Anna", 0.72, 31, (2, 0, 1), None, None),
+    ("Ben", 0.65, 28, (1, 0, 2), (1620.0, 90.0), 3),
+    ("Cleo", 0.645, 25, (2, 0, 1), (1480.0, 120.0), 10),
+    ("Dev", 0.50, 12, (1, 0, 2), (1550.0, 70.0), 1),
+    ("Eve", 0.80, 9, (2, 0, 1), None, None),
+]
+
+
+def tsr_parameters() -> str:
+    t = tsr.PARAMS
+    return _table(["TSR parameter", "Value"], [
+        ["Votes needed to be rated in an event", t.votes_needed],
+        ["Weight of the field comparisons (all together)", f"{t.field_weight:g} games"],
+        ["Weight of the team result", f"{t.team_weight:g} game"],
+        ["Agreement difference counted as a draw", f"up to {t.draw_margin * 100:g} percentage point"],
+        ["Most opponents compared per player", t.max_opponents],
+        ["Rated players needed in an event", t.min_rated_players],
+    ])
+
+
+def tsr_example() -> str:
+    at = 30 * DAY
+    players = tuple(TurboPlayer(name.lower(), agr, votes, TeamGames(*team)) for name, agr, votes, team, _, _ in
+                    TURBO_EXAMPLE)
+    event = EventFinished("tl-example", "turbo_live", True, at, players, format="10min")
+    states = {StateKey(name.lower(), tsr.NAME, tsr.CATEGORY): RatingState(r, rd, 0.06, 5, None, at - days * DAY, 5)
+              for name, _, _, _, before, days in TURBO_EXAMPLE if before for r, rd in [before]}
+    changes = {c.key.player_id: c for c in tsr.rate_event(event, states).changes}
+    plans = tsr.plan_event(event, states)
+    rows = []
+    for name, agr, votes, (w, d, lo), before, _ in TURBO_EXAMPLE:
+        pid = name.lower()
+        start = _pm(*before) if before else _pm(tsr.PARAMS.start_rating, tsr.PARAMS.start_rd)
+        if pid not in changes:
+            rows.append([name, f"{agr * 100:.1f}%", votes, f"{w}-{d}-{lo}", start,
+                         f"not rated (fewer than {tsr.PARAMS.votes_needed} votes)", "–", "–"])
+            continue
+        c, plan = changes[pid], plans[pid]
+        fw, fd, fl = plan.field
+        rows.append([name, f"{agr * 100:.1f}%", votes, f"{w}-{d}-{lo}", start, f"{fw}-{fd}-{fl}",
+                     _pm(c.after.rating, c.after.rd), _signed(c.delta)])
+    anna = plans["anna"]
+    note = (f"Anna's results: {anna.field[0]} field wins of weight {anna.field_weight:.2f} each, and a team score of "
+            f"{anna.team_score:.2f} with weight {tsr.PARAMS.team_weight:g} against the others' average, "
+            f"{_pm(*anna.team_opponent)}. Ben, Cleo and Dev last played a rated event 3, 10 and 1 days before "
+            "(their own RD grows for it; as opponents they count with the values shown).")
+    return _table(["Player", "Agreement", "Votes", "Team games (W-D-L)", "TSR before", "Field (W-D-L)", "TSR after",
+                   "Change"], rows) + "\n\n" + note
+
+
+def uscf_section() -> str:
+    """Seed 004's tables, every number from worker/ratings/uscf.py."""
+    expected = _table(["You are rated higher by", "Your expected score"],
+                      [[f"{d} points", f"{uscf.expected_score(1500 + d, 1500):.2f}"] for d in (0, 100, 200, 400)])
+    caps = _table(["Rating", "Cap on N′", "K in a 4-round event"],
+                  [["2355 and above" if r == 2355 else r, f"{uscf.n_star(r):.1f}",
+                    f"{uscf.k_factor(uscf.n_star(r), 4):.1f}"] for r in (400, 800, 1200, 1600, 2000, 2355)])
+    opponents = (1400, 1550, 1600, 1700)
+    n_eff = uscf.effective_games(1500, 40)
+    pre_b = uscf.bonus_multiplier(uscf_event_time("2023-01-31"))
+    rows = []
+    for score in (2.0, 2.5, 4.0):
+        r = uscf.standard_rating(1500, n_eff, opponents, score, pre_b, True)
+        rows.append([score, f"{r.expected:.2f}", f"{r.k:.2f}", f"{r.plain:.1f}", f"{r.bonus:.1f}",
+                     f"+{r.plain + r.bonus:.1f}"])
+    example = _table(["Score", "Expected", "K", "K × (score − expected)", "Bonus", "Change"], rows)
+    special = uscf.special_rating(1500, uscf.effective_games(1500, 5), (500,), 1.0, "mixed")
+    floors = (f"Personal floor for 3 wins, 1 draw and 10 events: {round(uscf.personal_floor(3, 1, 10))}. "
+              f"Earned floor from a peak of 1941: {round(uscf.earned_floor(1941))}. "
+              f"A player rated 1500 over 5 games who beats a 500 stays at {round(special)} under the special formula "
+              f"(the old formula gave {round(uscf.old_provisional_rating(1500, 5, (500,), 1.0))}).")
+    dual = (f"Dual-rated events (minutes + increment 30 to 65): the Regular K is multiplied by "
+            f"{uscf.dual_factor(2300):.2f} at 2300 and {uscf.dual_factor(2500):.2f} from 2500.")
+    regular = RatingState(1850.0, None, None, 40, None, None, 3, {"wins": 20, "draws": 0, "losses": 20, "events3": 8})
+    from_regular = uscf.start_from_other("p", "quick", {uscf.key("p", "regular"): regular})
+    from_quick = uscf.start_from_other("p", "blitz", {uscf.key("p", "quick"): regular})
+    first = (f"A first rating in one type starts from the player's other US Chess rating (Quick from Regular, else "
+             f"Blitz; Blitz from Quick, else Regular; Regular from Quick, else Blitz), as it was before the event: "
+             f"Regular 1850 over 40 games gives a first Quick rating from {from_regular.rating:g} on "
+             f"{from_regular.games} games; from Quick or Blitz it is based on {from_quick.games} games. Without "
+             f"one: 50 × age up to 26 (at least 100), else {uscf.initial_rating(None):g}.")
+    return "\n\n".join([
+        "## US Chess (regular, quick, blitz)", "### Expected score", expected,
+        "### Effective games and K", caps,
+        "### Worked example: 1500 with 40 games, opponents 1400, 1550, 1600, 1700 (bonus multiplier "
+        f"{pre_b:g}, an event before 2023-02-01)", example,
+        "### Special formula and floors", floors, dual,
+        "### First ratings", first,
+    ])
+
+
+def fide_section() -> str:
+    """Seed 001 and the research notes' FIDE numbers, from worker/ratings/fide.py."""
+    edges, low = [], 0
+    for top, _ in fide.TABLE_8_1_2:
+        edges.append((low, top))
+        low = top + 1
+    table = _table(["Rating difference", "Higher rated: expected", "Lower rated: expected"],
+                   [[f"{lo}–{hi}", f"{fide.pd_higher(lo) / 100:.2f}", f"{1 - fide.pd_higher(lo) / 100:.2f}"]
+                    for lo, hi in edges])
+    win, draw, loss = (20 * (s - fide.expected_score(1500, 1700)) for s in (1.0, 0.5, 0.0))
+    k_rows = [["reached 2400 once", fide.k_factor(2350, 2405, 100, None, 2026)],
+              ["junior (until the end of the year of the 18th birthday), never rated 2300 or more",
+               fide.k_factor(1900, None, 100, 2010, 2026)],
+              ["junior rated 2310 once, 2250 now (the peak decides)", fide.k_factor(2250, 2310, 100, 2010, 2026)],
+              ["fewer than 30 games", fide.k_factor(1900, None, 12, None, 2026)],
+              ["everyone else", fide.k_factor(1900, None, 100, None, 2026)],
+              ["K 20 with 39 games in the period (K × n at most 700)", fide.capped_k(20, 39)]]
+    pool = [(1900, 1.0), (1900, 1.0), (1900, 0.5), (1900, 0.5), (1907, 0.0)]
+    return "\n\n".join([
+        "## FIDE (standard, rapid, blitz)",
+        "### Expected score (table 8.1.2; a difference over 400 counts as 400)", table,
+        "### K", _table(["Player", "K"], k_rows),
+        "An imported list rating carries the list's K (`k`: the K of the player's next period), and "
+        "`ever_2300` / `ever_2400`; a K of 10 counts as ever 2400, a K of 10 or 20 without `games` as at least "
+        "30 games.",
+        f"### Example\n\n1500 against 1700 with K 20: expected {fide.expected_score(1500, 1700):.2f}; a win "
+        f"{_signed(win)}, a draw {_signed(draw)}, a loss {_signed(loss)}. Changes are summed over the month and "
+        f"rounded half away from zero when it closes: −2.5 becomes {_signed(fide.round_half_away(-2.5))}.",
+        f"### First rating\n\n5 games, 3 points, opponents summing to {sum(r for r, _ in pool)}, with two "
+        f"hypothetical 1800 draws: {fide.first_rating(pool)} (published only from 1400, at most 2200). The games "
+        f"pooled for it span at most {fide.PARAMS.first_rating_months} months: older ones leave the pool.",
+        "### Rating periods\n\nLists are published on the 1st of each month and close 3 days before: an event "
+        f"ending on 26 February 2026 goes to the {_month_name(fide.list_period(_utc(2026, 2, 26)))} list, one ending "
+        f"on 27 February to the {_month_name(fide.list_period(_utc(2026, 2, 27)))} list (unless it names its "
+        "`rating_period`). Its expected scores use the list in force when it started (`started_at`): a "
+        "tournament from 25 November to 3 December is rated with the November ratings even after the December "
+        "list came out. A player's open period is closed, rounded, when he plays an event of a later list, "
+        "and for everyone when the list itself is published (`rating.period_closed`, `rating-worker fide "
+        f"close-period`): then ratings under 1400 are delisted, and a listed player with no rated game since "
+        f"{_month_name(_month_before(12))} 2025 (12 months before the December 2026 list) is marked inactive, "
+        "until his next game.",
+        "### Rapid and blitz newcomers\n\nA player without a rapid (blitz) rating who holds a standard rating "
+        "is rated with it, and his opponents' games against him are rated; his own rapid (blitz) rating starts "
+        "from it and is published at his first close.",
+        fide_2024(),
+    ])
+
+
+def fide_2024() -> str:
+    """FIDE's change of 1 March 2024, with its numbers computed by the engine."""
+    p = fide.PARAMS
+    rows = [[r, fide.raised(r)] for r in (p.raise_from, 1200, 1500, 1801, p.raise_below, 2100)]
+    return (
+        f"### The change of 1 March 2024\n\nFrom the list of {_month_name(p.raise_list)} "
+        f"{p.raise_list[:4]}, in standard, rapid and blitz, every published rating R from {p.raise_from} to "
+        f"{p.raise_below - 1} was raised once to R + {float(p.raise_share)} × ({p.raise_below} − R), rounded as "
+        f"a published rating, and the lowest rating moved from {p.listed_from_before} to {p.listed_from}. "
+        "The worker applies both by list month: a period closing into that list is rated as usual, then "
+        "raised; a rating of an earlier list with no such period is raised as a change of its own, at that "
+        "list (or a later one) or at the player's first event of a later period. A rating is raised once. "
+        "Imports of lists before it may be from 1000.\n\n"
+        + _table(["Published rating on the February 2024 list", "On the March 2024 list"], rows)
+        + "\n\nNot modelled: the older regulations' formula for initial ratings, and their 400-point rule "
+        "applied once per event. Events before March 2024 are rated with today's rules and the 1000 floor."
+    )
+
+
+def _utc(year: int, month: int, day: int) -> float:
+    return float(calendar.timegm((year, month, day, 12, 0, 0)))
+
+
+def _month_before(months: int) -> str:
+    """The month of `fide.inactive_before` for the December 2026 list (checks the docs' example)."""
+    return fide.month_of(fide.inactive_before("2026-12", fide.FideParams(inactive_after_months=months)))
+
+
+def _month_name(period: str) -> str:
+    return calendar.month_name[int(period[5:7])]
+
+
+def chesskite_section() -> str:
+    e = elo.expected_score(1500, 1700)
+    changes = ", ".join(_signed(elo.elo_change(1500, 1700, s, 20)) for s in (1.0, 0.5, 0.0))
+    p = chesskite.PARAMS
+    return (f"## ChessKite puzzles\n\nElo on the 400 scale: start {p.start_rating:g}, K {p.k:g}; only challenge "
+            f"cards are rated, against the puzzle's own rating (which the worker does not change). The seed's "
+            f"example: 1500 against 1700 expects {e:.2f}; with K 20 a win, a draw and a loss give {changes}.")
+
+
+def chesstempo_section() -> str:
+    """Seed 002 and docs/rules.md#chess-tempo, every number computed by the module."""
+    p = chesstempo.PARAMS
+    stats = None
+    for t in (5.0, 10.0, 15.0):  # earlier correct blitz solves: mean 10 s, sd 4.08 s
+        stats = chesstempo.with_solve(stats, t)
+    _, mean, sd = chesstempo.solve_stats(stats)
+    rows = []
+    for seconds, after in ((4.0, 0.0), (8.0, 0.0), (10.0, 5.0), (20.0, 0.0), (40.0, 0.0)):
+        t = chesstempo.effective_time(seconds, after)
+        s = chesstempo.blitz_score(t, stats)
+        rows.append([f"{seconds:g} s", f"{after:g} s", f"{t:g} s", f"{s:.3g}", f"{chesstempo.problem_score(s):.3g}"])
+    credits = [[f"{n}", f"{chesstempo.repeat_credit(n, 0):.0%}", f"{chesstempo.repeat_credit(n, 183):.0%}",
+                f"{chesstempo.repeat_credit(n, 365):.0%}"] for n in range(1, 8)]
+    r, rd = glicko1.rate(1500.0, 200.0, [glicko1.Encounter(1400.0, 30.0, 1.0), glicko1.Encounter(1550.0, 100.0, 0.0),
+                                        glicko1.Encounter(1700.0, 300.0, 0.0)])
+    return "\n\n".join([
+        f"## Chess Tempo problems\n\nGlicko-1 for users and for problems, each attempt a game between them, "
+        f"separately in `standard` and `blitz`. Both start at {p.start_rating:g} ±{p.start_rd:g}; RD at least "
+        f"{p.rd_floor:g}. A user's RD grows by c = {p.rd_growth_per_day:g} per √day since his last attempt in the mode "
+        f"(at most {p.rd_cap:g}); a problem's RD does not grow. Each side is rated against the other's stored values. "
+        f"Provisional while RD > {p.provisional_above:g}. Only users' ratings are published; problems, their solve "
+        f"times and the repeat counts are kept in PostgreSQL with them.",
+        f"Glickman's example (1500 ±200 against 1400 ±30 won, 1550 ±100 and 1700 ±300 lost): {r:.2f} ±{rd:.2f}.",
+        f"### Blitz scores\n\nEffective time = seconds + seconds after the first move. Against the problem's earlier "
+        f"correct blitz solves (here 5, 10 and 15 s: mean {mean:g} s, sd {sd:.2f} s): faster than mean − sd "
+        f"{p.blitz_bonus_score:g}, up to the mean 1, slower mean / t; fewer than {p.blitz_min_solves} earlier solves 1; "
+        f"wrong 0. The problem scores max(0, 1 − s).",
+        _table(["seconds", "after first move", "effective", "user scores", "problem scores"], rows),
+        f"### Repeats\n\nFor the day's top {p.top_percent:g}% of established users (RD ≤ {p.established_rd:g}, "
+        f"at least {p.top_min_established} of them; the threshold is taken at the mode's first attempt of each UTC "
+        f"day), the gain of a correct attempt at a problem seen before is multiplied by the credit; losses, RD and "
+        f"the problem's update are never reduced.",
+        _table(["repeat", "credit", "unseen 183+ days", "unseen 365+ days"], credits),
+    ])
+
+
+def uscf_event_time(day: str) -> float:
+    from datetime import UTC, datetime
+
+    return datetime.fromisoformat(day).replace(hour=12, tzinfo=UTC).timestamp()
+
+
+def parameter_sets() -> str:
+    """Every system's dated parameter sets (worker.ratings.parameters), oldest first: what each changed."""
+    rows = []
+    for name, declarer in registry.DECLARERS.items():
+        title = next((s.title for s in registry.SYSTEMS if s.name == name), "") or "Fair-play corrections"
+        previous = None
+        for chosen in declarer.sets:
+            since = "the beginning" if chosen.effective_from is None else chosen.effective_from.replace("T00:00:00Z", "")
+            if previous is None:
+                changes = "the first set"
+            else:
+                changes = ", ".join(f"`{name}` {old} → {new}" for name, old, new in
+                                    changed_values(previous.params, chosen.params)) or "no value"
+            rows.append([title, f"`{chosen.name}`", since, f"{changes}: {chosen.note}"])
+            previous = chosen
+    return ("## Parameter sets\n\nEvery change of a system's parameters is a new set with the date it takes effect "
+            "from. Each message is rated with the set in effect at its own time (never the day it is processed), so "
+            "the ratings earned before a change are kept as they were, a replay of the same history gives the same "
+            "answer on any day, and every `rating.changed` names the set that rated it (`parameters`).\n\n"
+            + _table(["System", "Set", "In effect from", "What changed"], rows))
+
+
+def render() -> str:
+    return "\n\n".join([
+        "# Ratings\n\nGenerated by `rating-worker docs` from the engine in `worker/ratings/`: do not edit by hand. "
+        "A test fails when this page is stale. Numbers are rounded for display; the worker stores and publishes "
+        "unrounded values.",
+        "## CSR (ChesStresS, Glicko-2 per speed)\n\n### Parameters", parameters(),
+        "### Categories\n\nEstimated length = base seconds + 40 × increment seconds.", categories(),
+        "### RD growth with inactivity\n\nRD′ = √(RD² + (σ × 173.7178)² × days), at most 350; applied to a "
+        "player's own RD when he next plays a rated game in the category.", rd_growth(),
+        f"### Provisional\n\nA rating is provisional while RD > 110. A new player (±350) drawing game after game, "
+        f"with no days between games, against an opponent who stays at 1500 ±60 is established after "
+        f"{provisional_games(60)} games; against 1500 ±200, after {provisional_games(200)} games.",
+        "### Starting from your other ratings", start_from_other(),
+        "### Rating floor", floors(),
+        "### Worked example: two new players, 5+0, White wins", example_new_players(),
+        "### Worked example: two established players draw (both last played the day before)",
+        example_established_draw(),
+        "### FAQ: why only 3 points for a win?", faq_example(),
+        "## TSR (Turbo Live team-vote events)\n\nThe same Glicko-2 scale and parameters as CSR, without the White "
+        "adjustment. Each rated player is compared with the other rated players (a win above them by more than the "
+        "draw margin) and scored on his team's results against the average of the others.", tsr_parameters(),
+        "### Example: a rated 10-minute event with five accounts", tsr_example(),
+        uscf_section(),
+        fide_section(),
+        chesskite_section(),
+        chesstempo_section(),
+        parameter_sets(),
+    ]) + "\n"
+
