@@ -1,4 +1,4 @@
-"""`./dev bench NAME`: the benchmarks behind the README's Performance section.
+"""`./dev bench NAME`: the benchmarks behind docs/performance.md (and the README's table).
 
 Each starts its own PostgreSQL (durable commits, production-sized: bench/common.py PG_SETTINGS) and
 broker unless DATABASE_URL / KAFKA_BOOTSTRAP_SERVERS are set, prints a progress line while it runs and
@@ -31,7 +31,7 @@ def _all() -> int:
 
 #: name -> (what it measures, how to run it): the one table of the benchmarks
 BENCHMARKS = {
-    "suite": ("the README's table in one run (~15 min), every figure against a baseline of the same run: "
+    "suite": ("docs/performance.md's table in one run (~15 min), every figure against a baseline of the same run: "
               "best and realistic case against the limit and the naive worker, latency against an echo, "
               "scale, each message type, 1/2/4 workers, the engine", _suite("suite")),
     "best": ("2,000 players, production-sized PostgreSQL: worker vs limit vs naive, latency vs echo", _suite("best")),

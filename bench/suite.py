@@ -1,7 +1,7 @@
-"""`./dev bench suite|best|realistic|scale|mixed|horizontal`: the README's Performance section, every figure
+"""`./dev bench suite|best|realistic|scale|mixed|horizontal`: docs/performance.md's table, every figure
 a ratio to a baseline measured in the same run, with the absolute figure, the CPU and the command beside it.
 
-suite       all of the below, ending with the README's table (markdown): about 15 minutes on 2 cores
+suite       all of the below, ending with docs/performance.md's table (markdown): about 15 minutes on 2 cores
 best        the best case: BENCH_GAMES (100,000) CSR games among BENCH_PLAYERS (2,000) players, PostgreSQL
             production-sized (PG_SETTINGS): the worker against the machine's limit and against the naive
             worker (bench/limit.py), and the latency at BENCH_RATE (2,000) games/s against bench/echo.py

@@ -37,7 +37,7 @@ def producer(config: Config, **overrides) -> AIOKafkaProducer:
         bootstrap_servers=config.kafka_bootstrap_servers,
         acks="all",
         # Tansu does not support InitProducerId; the changes' ids are stable and consumers drop
-        # duplicates (README "Delivery").
+        # duplicates (docs/architecture.md, "Delivery").
         enable_idempotence=False,
         compression_type=None if config.kafka_compression_type == "none" else config.kafka_compression_type,
         linger_ms=2,

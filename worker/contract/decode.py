@@ -21,7 +21,7 @@ The steps, in order, each with its own `error_class` (the `error.class` header o
     invalid_rule      a rule JSON Schema cannot express: a player meeting himself, a player listed
                       twice in an event, a game of an event between players it does not list, a time
                       in `data` more than a day after the envelope's `time`, a FIDE event's
-                      started_at after its finished_at, a list closed before its date
+                      started_at after its finished_at (a list's closed_at may be any time: docs/contract.md)
 
 `reason` is one sentence that starts with the field it is about, e.g.
 "data.result: must be one of '1-0', '0-1', '1/2-1/2' (got '2-0')"; it is short (under 400 characters),

@@ -1,23 +1,31 @@
 """The one interface the engine reads and writes state through.
 
 Two implementations: `postgres.PostgresStore` (row locks, one transaction per batch) and
-`memory.MemoryStore` (the offline `replay` command and fast tests). `worker.engine.apply_batch`
-drives either through exactly these calls, in this order, inside `store.transaction()`:
+`memory.MemoryStore` (the offline `replay` command and fast tests). The engine drives either through
+these calls only, in these orders.
 
-    lock_players(sorted ids) -> processed(ids) -> closed_accounts(ids) -> load_states(keys)
-    -> (pure engine) -> save(states, records, processed, closures)
+A batch (`worker.engine.apply_batch`), inside `store.transaction()`:
 
-`save` is `stage` then `write_staged`; a planned batch stages its plan's rows first, before its locks.
+    [stage(the plan's rows)]                          a planned batch, before it asks for its locks
+    lock_players(sorted ids)                          [games_with before and under them: a fair-play closure]
+    -> processed(ids) -> closed_accounts(ids)
+    -> versions_changed(the plan's keys)              a planned batch: nothing changed, its staged rows stand
+       or: load_states(keys) [-> load_states(what they need)] -> ratings_at_most(queries)
+           -> (pure engine) -> stage(states, records, processed, closures)
+    -> write_staged()
 
-A batch planned ahead of its locks (engine.plan_batch, from `reader()`) checks its plan with
-`versions_changed(keys it read)` instead of `load_states`, and loads only when the plan no longer holds.
+A plan (`worker.engine.plan_batch`) reads ahead of the locks from `reader()`: load_states, processed,
+closed_accounts; a batch with a fair-play closure or a category-wide read is not planned.
 
-A sweep (worker.engine.sweep: FIDE's monthly list) reads a system's states page by page with
-`scan_states` (no locks), then applies each page's changes in its own transaction, as a batch does.
+A sweep (`worker.engine.sweep`: FIDE's monthly list) is not one transaction:
 
-A batch with a fair-play closure also reads the games the account played (`games_with`), once before
-its locks (to know whom to lock) and once under them; the first Chess Tempo attempt of a day reads
-the established ratings of its mode (`ratings_at_most`), under the locks.
+    reader: processed(its id)                         already finished: saved as a duplicate, as any message
+    reader: scan_states(system, after, page) ...      page by page, no locks
+    for each chunk of states it changes, one transaction: lock_players -> load_states -> save
+    last transaction: lock_players(an anchor no player has) -> processed(its id) -> save(its processed id)
+
+`save` is `stage` then `write_staged` in one call. The first Chess Tempo attempt of a day asks
+`ratings_at_most` for the established ratings of its mode, under the locks.
 """
 
 from __future__ import annotations

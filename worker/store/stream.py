@@ -27,7 +27,7 @@ an unrated message's own time), moved as transactions commit; windows are trimme
 each holds between its length and a day more (the dedupe window, when longer than 8 days, an eighth of
 its length more: it is kept in at most nine spans, each a set that one lookup asks). What falls outside
 a window changes the answer, never silently for the history: a duplicate delivered more than the window
-after the first delivery is applied again (README, "Offline replay"), and a history query reaching
+after the first delivery is applied again (docs/operations.md, "The commands"), and a history query reaching
 before the rows kept is recorded in `history_short` for replay to report.
 """
 
