@@ -5,7 +5,7 @@
 -- published values in their payload only. The operator's commands showed the stored difference: a
 -- first US Chess rating (before null on the topic) as "+1500", a FIDE newcomer still pooling (after null)
 -- as "0.0 / +0.0". This view says what the topic says: before and after as published, and delta null
--- exactly when either is (RULES.md, Common). The predicates of a query on it reach rating_changes'
+-- exactly when either is (docs/rules.md#common-to-all-systems). The predicates of a query on it reach rating_changes'
 -- indexes: the lateral subquery has no FROM and is pulled up.
 CREATE VIEW published_changes AS
 SELECT c.id, c.player_id, c.system, c.category, c.version, c.cause_type, c.cause_source, c.cause_id,
