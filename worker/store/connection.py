@@ -94,7 +94,7 @@ def describe(exc: BaseException) -> Failure:
     if isinstance(exc, CannotConnect):
         return exc.failure
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return Failure("the server's certificate was rejected", exc.verify_message or exc.reason or str(exc))
+        return Failure("the server's certificate was rejected", (exc.verify_message or str(exc)).rstrip("."))
     if isinstance(exc, ssl.SSLError):
         return Failure("the TLS handshake failed", exc.reason or str(exc))
     if isinstance(exc, asyncpg.InvalidAuthorizationSpecificationError):  # 28000 (pg_hba, no role), 28P01

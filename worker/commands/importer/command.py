@@ -156,8 +156,10 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except Failed as exc:
         progress.end()
-        err.write(f"rating-worker import: failed: {exc}\n"
-                  f"rating-worker import: {counts.done:,} lines were imported before the failure; running the "
+        err.write(f"rating-worker import: failed: {exc}\n")
+        if not counts.read:  # the database or the broker refused before a line was read: that line says it all
+            return EXIT_FAILED
+        err.write(f"rating-worker import: {counts.done:,} lines were imported before the failure; running the "
                   "same command again is safe (lines imported before are skipped)\n")
         code = EXIT_FAILED
     except KeyboardInterrupt:
