@@ -40,7 +40,7 @@ async def test_after_a_halt_nothing_more_is_committed():
     pipeline = Pipeline(CFG, MemoryStore(), Metrics())
     pipeline.halt(RuntimeError("drain failed during a rebalance"))
     with pytest.raises(Stopping):
-        await pipeline.commit_offsets({TP: 10})
+        await pipeline.completion.commit_offsets({TP: 10})
     assert isinstance(pipeline.broken, RuntimeError) and pipeline.stopping
 
 

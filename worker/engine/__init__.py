@@ -5,7 +5,8 @@
 - plan: a batch computed ahead of its locks, and when that plan may be used
 - batch: one batch in one store transaction (`apply_batch`: the worker and `replay` alike)
 - sweep: a message that concerns every state of a system (FIDE's monthly list), in bounded chunks;
-  `apply_messages`: a run of messages with sweeps among them, in order
+  `steps`: a run of messages with sweeps among them, cut into batches and sweeps; `apply_messages`: them
+  applied in order
 
 The engine knows the rating systems only through their declarations (worker.ratings.system), and
 the store only through its port (worker.store.base); it knows nothing of Kafka.
@@ -14,7 +15,8 @@ the store only through its port (worker.store.base); it knows nothing of Kafka.
 from worker.engine.batch import BatchHooks, apply_batch
 from worker.engine.compute import BatchResult, Computed, MessageResult, compute, compute_stepwise
 from worker.engine.plan import Plan, PlanOutcome, plan_batch
-from worker.engine.sweep import apply_messages, apply_sweep, is_sweep, segments
+from worker.engine.sweep import Step, apply_messages, apply_sweep, is_sweep, segments, steps
 
-__all__ = ["BatchHooks", "BatchResult", "Computed", "MessageResult", "Plan", "PlanOutcome", "apply_batch",
-           "apply_messages", "apply_sweep", "compute", "compute_stepwise", "is_sweep", "plan_batch", "segments"]
+__all__ = ["BatchHooks", "BatchResult", "Computed", "MessageResult", "Plan", "PlanOutcome", "Step", "apply_batch",
+           "apply_messages", "apply_sweep", "compute", "compute_stepwise", "is_sweep", "plan_batch", "segments",
+           "steps"]

@@ -56,6 +56,14 @@ class BatchResult:
         """(index in the batch, error) of the messages the rating code failed on."""
         return [(i, m.error) for i, m in enumerate(self.messages) if m.status == "failed"]
 
+    def extend(self, part: BatchResult) -> None:
+        """Append the result of the next messages (a run of them, or a sweep) to this one."""
+        self.messages += part.messages
+        self.records += part.records
+        self.row_ids += part.row_ids
+        if self.predictions is not None:
+            self.predictions += part.predictions if part.predictions is not None else [()] * len(part.messages)
+
 
 @dataclass(slots=True)
 class Computed:

@@ -13,8 +13,9 @@ not open, an inactive mark is not set twice), so a sweep cut short by a crash, d
 over the pages again and changes only what is left. Its (source, id) is recorded processed in its last
 transaction, after every page: a second delivery after that is a duplicate, as for any message.
 
-`apply_messages` is the one entry for a run of messages that may hold sweeps: the messages between two
-sweeps go as one batch (`apply_batch`), each sweep on its own, in order.
+A run of messages that may hold sweeps is cut into `steps`: the messages between two sweeps go as one
+batch (`apply_batch`), each sweep on its own, in order. `apply_messages` applies them one after the other
+(replay, backfill); the worker's database stage retries each step until it commits.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from worker.contract.changed import ChangeRecord, change_record
 from worker.engine.batch import apply_batch
@@ -32,7 +34,7 @@ from worker.ratings.state import RatingChange, RatingState, StateKey
 from worker.ratings.system import RatingSystem
 from worker.store.base import ProcessedMessage, StateStore
 
-__all__ = ["CHUNK", "SweepProgress", "apply_messages", "apply_sweep", "is_sweep", "segments"]
+__all__ = ["CHUNK", "Step", "SweepProgress", "apply_messages", "apply_sweep", "is_sweep", "segments", "steps"]
 
 CHUNK = 1000  # states per transaction: the longest any other batch waits for a sweep's locks
 # The lock anchor of a sweep's last transaction: no player has an empty id (the schemas' minLength 1).
@@ -72,20 +74,40 @@ def segments(messages: Sequence[Message]) -> list[tuple[bool, list[Message]]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One piece of a run of messages: a batch of ordinary messages, or one sweep (`sweep`, with its
+    `progress`). `apply()` applies it; again after a rollback, it changes only what is left."""
+
+    messages: list[Message]
+    apply: Callable[[], Awaitable[BatchResult]]
+    sweep: Message | None = None
+    progress: SweepProgress | None = None
+
+
+def steps(store: StateStore, messages: Sequence[Message], published: Published | None = None,
+          chunk: int = CHUNK, after_chunk: Callable[[int], None] | None = None, predict: bool = False) -> list[Step]:
+    """The messages' steps, in order: runs of ordinary messages as batches, each sweep in chunks (its
+    chunks handed to `published` as they commit, when given)."""
+    out = []
+    for sweep, run in segments(messages):
+        if sweep:
+            progress = SweepProgress()
+            out.append(Step(run, partial(apply_sweep, store, run[0], published, chunk, progress, after_chunk),
+                            run[0], progress))
+        else:
+            out.append(Step(run, partial(apply_batch, store, run, predict=predict)))
+    return out
+
+
 async def apply_messages(store: StateStore, messages: Sequence[Message], published: Published | None = None,
                          chunk: int | None = None, predict: bool = False) -> BatchResult:
-    """Apply messages in order: runs of ordinary messages as batches, each sweep in chunks. One result, in
-    the messages' order (a sweep's records only when `published` is not given); with `predict`, what each
-    message's system expected of it (a sweep: nothing)."""
+    """Apply messages in order, step after step. One result, in the messages' order (a sweep's records only
+    when `published` is not given); with `predict`, what each message's system expected of it (a sweep:
+    nothing)."""
     result = BatchResult(predictions=[] if predict else None)
-    for sweep, run in segments(messages):
-        part = await (apply_sweep(store, run[0], published, chunk or CHUNK) if sweep
-                      else apply_batch(store, run, predict=predict))
-        result.messages += part.messages
-        result.records += part.records
-        result.row_ids += part.row_ids
-        if predict:
-            result.predictions += part.predictions if part.predictions is not None else [()] * len(part.messages)
+    for step in steps(store, messages, published, chunk or CHUNK, predict=predict):
+        result.extend(await step.apply())
     return result
 
 

@@ -14,11 +14,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from worker.engine import BatchResult, apply_batch, apply_sweep, is_sweep, plan_batch, segments
-from worker.engine.sweep import CHUNK, SweepProgress
+from worker.engine import BatchResult, apply_batch, is_sweep, plan_batch, steps
+from worker.engine.sweep import CHUNK
 from worker.observability import Metrics, Readiness, log
 from worker.pipeline.inflight import Batch, PreviousBatchFailed
-from worker.pipeline.publisher import Publisher
 from worker.pipeline.retry import DB_ERRORS, Abandoned, Retrier, is_transient
 from worker.store.base import StateStore
 
@@ -33,29 +32,20 @@ class DatabaseStage:
         self.metrics = metrics
         self.readiness = readiness
         self.retrier = retrier
-        # A sweep's chunks are published as they commit, by the pipeline's publisher (sweeps_publish_with);
-        # without one (tests) they go with the batch.
-        self.publisher: Publisher | None = None
+        # A batch with a sweep publishes each piece as it commits, by `publish` (the pipeline's
+        # Completion.publish: step 3 of the commit order); without it (tests) they go with the batch.
+        self.publish: Callable[[BatchResult], Awaitable[None]] | None = None
         self.sweep_chunk = CHUNK
         self.faults_after_chunk: Callable[[int], None] | None = None  # the test-only fault seam
         self.sweep_chunks = 0  # chunks of sweeps applied: progress, for the watchdog
 
-    def sweeps_publish_with(self, publisher: Publisher, chunk: int, after_chunk: Callable[[int], None]) -> None:
-        self.publisher, self.sweep_chunk, self.faults_after_chunk = publisher, chunk, after_chunk
+    def sweeps_publish_with(self, publish: Callable[[BatchResult], Awaitable[None]], chunk: int,
+                            after_chunk: Callable[[int], None]) -> None:
+        self.publish, self.sweep_chunk, self.faults_after_chunk = publish, chunk, after_chunk
 
-    async def _publish_chunk(self, part: BatchResult) -> None:
-        """A sweep's chunk, published as soon as it committed (steps 1 and 3 of the commit order,
-        worker.pipeline.loop, for its changes): a list's tens of thousands of changes never wait in
-        memory for the whole sweep. A crash in between leaves outbox rows: the relay publishes them."""
+    async def _chunk_committed(self, part: BatchResult) -> None:
         self.sweep_chunks += 1
-        await self._publish_now(part)
-
-    async def _publish_now(self, part: BatchResult) -> None:
-        if self.publisher is None:
-            return
-        await self.publisher.publish(part.records)
-        if part.row_ids:
-            await self.retrier.db("mark published", lambda: self.store.mark_published(part.row_ids))
+        await self.publish(part)
 
     async def run(self, b: Batch) -> BatchResult:
         """Whatever ends it other than a commit marks the batch abandoned, so that the batches behind it
@@ -123,25 +113,20 @@ class DatabaseStage:
         b.planned.set()  # nothing planned ahead: the batch behind plans on its own snapshot
         await b.after_previous()
         result = BatchResult()
-        for sweep, run in segments(b.good):
-            if sweep:
-                progress = SweepProgress()
-                started = time.perf_counter()
-                part = await self._retried(b, reason, lambda m=run[0], pr=progress: apply_sweep(
-                    self.store, m, self._publish_chunk if self.publisher is not None else None, self.sweep_chunk, pr,
-                    self.faults_after_chunk))
-                log(logger, logging.INFO, "sweep applied", type=run[0].type, source=run[0].source, id=run[0].id,
+        published = self._chunk_committed if self.publish is not None else None
+        for step in steps(self.store, b.good, published, self.sweep_chunk, self.faults_after_chunk):
+            started = time.perf_counter()
+            part = await self._retried(b, reason, step.apply)
+            if step.sweep is not None:
+                m, progress = step.sweep, step.progress
+                log(logger, logging.INFO, "sweep applied", type=m.type, source=m.source, id=m.id,
                     states=progress.scanned, changes=progress.changed, chunks=progress.chunks,
                     seconds=round(time.perf_counter() - started, 3),
                     longest_chunk_s=round(progress.longest_chunk_s, 3))
-            else:
-                part = await self._retried(b, reason, lambda r=run: apply_batch(self.store, r))
-                if self.publisher is not None:  # out before the sweep's chunks: each player's in version order
-                    await self._publish_now(part)
-                    part.records, part.row_ids = [], []
-            result.messages += part.messages
-            result.records += part.records
-            result.row_ids += part.row_ids
+            elif self.publish is not None:  # out before the sweep's chunks: each player's in version order
+                await self.publish(part)
+                part.records, part.row_ids = [], []
+            result.extend(part)
         b.committed()
         return result
 

@@ -18,11 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from typing import Any, NamedTuple
 
 from worker.engine import Plan
 from worker.pipeline.retry import Abandoned
+from worker.ratings.inputs import Message
+from worker.ratings.system import RatingSystem
 
-__all__ = ["Batch", "PreviousBatchFailed", "Stage"]
+__all__ = ["Batch", "Item", "PreviousBatchFailed", "Stage"]
+
+
+class Item(NamedTuple):
+    """One good message of a batch: the Kafka record it came in (dead-lettered if the rating code fails on
+    it), the message decoded from it, and the system that rates it."""
+
+    record: Any
+    message: Message
+    system: RatingSystem
 
 
 class PreviousBatchFailed(Exception):
@@ -38,14 +50,17 @@ class Stage(enum.Enum):
 
 
 class Batch:
-    """One batch in flight: its messages and dead letters, its offsets, and its stage in the chain."""
+    """One batch in flight: its good messages (`items`, and `good`: their messages, in order), its dead
+    letters (record, why), its offsets, and its stage in the chain."""
 
-    def __init__(self, prev: Batch | None, good: list, dead: list, offsets: dict, started: float) -> None:
+    def __init__(self, seq: int, prev: Batch | None, items: list[Item], dead: list, offsets: dict,
+                 timestamps: list[int], started: float) -> None:
+        self.seq = seq  # its number in this process, for its readiness reason
         self.prev = prev
-        self.good, self.dead, self.offsets, self.started = good, dead, offsets, started
-        self.records: list = []  # the Kafka records of `good`, for dead-lettering a message that fails
-        self.timestamps: list[int] = []  # every record's timestamp (ms), for the record latency
-        self.seq = 0  # its number in this process, for its readiness reason
+        self.items, self.dead, self.offsets = items, dead, offsets
+        self.good: list[Message] = [item.message for item in items]  # what the engine applies
+        self.timestamps = timestamps  # every record's timestamp (ms), for the record latency
+        self.started = started
         self.stage = Stage.WAITING
         self.attempt = 0
         self.plan: Plan | None = None

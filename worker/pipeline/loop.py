@@ -10,6 +10,9 @@ complete in the order they were taken):
 3. Its changes are published (`rating.changed`), then their outbox rows are taken out.
 4. Its offsets are committed.
 
+Steps 2 to 4 have one owner, worker.pipeline.completion, for a batch and a sweep's chunk alike; this
+module takes records, launches batches and completes them in the order they were taken.
+
 A crash anywhere redelivers whatever was not committed in step 4, and the dedupe on (source, id)
 makes a second delivery a no-op: each message is applied exactly once. A crash between 1 and 3 leaves
 outbox rows, which the relay publishes (at least once, with stable ids). Offsets are never committed
@@ -25,20 +28,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter, deque
+from collections import deque
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.errors import KafkaError
 
 from worker import kafka_clients
 from worker.config import Config
 from worker.contract.decode import decode_rateable
 from worker.contract.reasons import BadMessage
-from worker.engine import BatchResult
-from worker.observability import HealthServer, Metrics, Readiness, log, observe_many
+from worker.observability import HealthServer, Metrics, Readiness, log
+from worker.pipeline.completion import Completion
 from worker.pipeline.database import DatabaseStage
 from worker.pipeline.faults import Faults
-from worker.pipeline.inflight import Batch
+from worker.pipeline.inflight import Batch, Item
 from worker.pipeline.intake import Intake, is_group_error
 from worker.pipeline.monitors import BrokerProbe, LagMonitor
 from worker.pipeline.publisher import Publisher
@@ -70,6 +73,8 @@ class Pipeline:
         self.database = DatabaseStage(store, metrics, self.readiness, self.retrier)
         self.membership = Membership(config, metrics, self.readiness)
         self.faults = Faults()
+        # Its publisher and consumer come with start(); until then (tests) nothing is published or committed.
+        self.completion = Completion(store, None, None, metrics, self.retrier, self.faults.at)
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
         self.intake: Intake | None = None
@@ -78,19 +83,14 @@ class Pipeline:
         self.lag: LagMonitor | None = None
         self.probe: BrokerProbe | None = None
         self.started = False
-        self.batches = 0
         self.abandoned = 0  # batches given up uncommitted (stop or rebalance during an outage)
         self._launched = 0
         self._complete_lock = asyncio.Lock()
         self._inflight: deque[Batch] = deque()
         self._last: Batch | None = None
-        self._halted = False
         self.broken: BaseException | None = None
         # For the watchdog: batches taken from the broker and not yet through `_complete`.
         self._unfinished = 0
-        # The offsets this process committed: a partition that hands out records below them has lost
-        # its data (a broker that lost its log or the group's offsets) or was reset by hand.
-        self._committed: dict[TopicPartition, int] = {}
         # A series at 0 for every input topic from the start, so that the first fall is an increase.
         for topic in config.kafka_input_topics:
             metrics.offsets_went_back.labels(topic)
@@ -105,6 +105,11 @@ class Pipeline:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
+    @property
+    def batches(self) -> int:
+        """Batches completed (committed) by this process."""
+        return self.completion.batches
+
     async def start(self) -> None:
         c = self.config
         self.producer = kafka_clients.producer(c)
@@ -112,7 +117,8 @@ class Pipeline:
         self.intake = Intake(self.consumer, self.metrics, self.readiness, self.retrier.sleep,
                              probe_ms=c.kafka_fetch_max_wait_ms + 1000)
         self.publisher = Publisher(self.producer, c, self.metrics, self.retrier)
-        self.database.sweeps_publish_with(self.publisher, c.sweep_chunk,
+        self.completion.publisher, self.completion.consumer = self.publisher, self.consumer
+        self.database.sweeps_publish_with(self.completion.publish, c.sweep_chunk,
                                           lambda n: self.faults.at("kill_after_sweep_chunk", n))
         self.relay = Relay(self.store, self.publisher, c, self.metrics, self.retrier)
         self.lag = LagMonitor(self.consumer, c, self.metrics, self.retrier, stopped=self.intake.stopped)
@@ -203,29 +209,26 @@ class Pipeline:
         """Decode records into a batch and start its database stage; yields now and then so that the
         batches already in PostgreSQL get their round trips answered while this one decodes."""
         started = time.perf_counter()
-        good, good_records, dead, offsets, stamps = [], [], [], {}, []
+        items, dead, offsets, stamps = [], [], {}, []
+        committed = self.completion.committed
         for tp, recs in records.items():
-            if recs[0].offset < self._committed.get(tp, 0):
+            if recs[0].offset < committed.get(tp, 0):
                 self._offsets_went_back(tp, recs[0].offset)
             stamps.extend(r.timestamp for r in recs)
             for i, record in enumerate(recs):
                 if i % 500 == 499:
                     await asyncio.sleep(0)
                 try:
-                    message, _ = decode_rateable(record.value, self.config.max_message_bytes, record.headers)
-                    good.append(message)
-                    good_records.append(record)
+                    items.append(Item(record, *decode_rateable(record.value, self.config.max_message_bytes,
+                                                               record.headers)))
                 except BadMessage as exc:
                     dead.append((record, exc))
             offsets[tp] = recs[-1].offset + 1
         # A batch with nothing to apply stays out of the ordering chain: it would "commit" at once and
         # let the next batch overtake the one before it. Its offsets still commit in batch order.
-        batch = Batch(self._last if good else None, good, dead, offsets, started)
-        batch.records = good_records
-        batch.timestamps = stamps
         self._launched += 1
-        batch.seq = self._launched
-        if good:
+        batch = Batch(self._launched, self._last if items else None, items, dead, offsets, stamps, started)
+        if items:
             self._last = batch
         batch.task = asyncio.create_task(self.database.run(batch))
         self._inflight.append(batch)
@@ -253,12 +256,13 @@ class Pipeline:
             self._inflight.popleft()
 
     async def _complete(self, b: Batch) -> None:
-        """Steps 2 to 4 of the commit order (the module docstring), once the batch's transaction committed.
+        """Steps 2 to 4 of the commit order (worker.pipeline.completion), once the batch's transaction
+        committed.
 
         A stop may cut it short at any await and the drain then completes the batch again: the batch's
         own task is shielded (a stop does not roll back a transaction that can finish), and each step is
         done once."""
-        if self._halted:
+        if self.completion.halted:
             raise Stopping()
         try:
             result = await asyncio.shield(b.task)
@@ -267,72 +271,19 @@ class Pipeline:
             if b.is_abandoned and not (current is not None and current.cancelling()):
                 raise Abandoned() from None  # given up by a drain meanwhile, not our own cancellation
             raise
-        self.faults.at("kill_after_commit", self.batches + 1)
-        if not b.reported:
-            dead = list(b.dead)
-            for index, error in result.failed:
-                message = b.good[index]
-                log(logger, logging.ERROR, "rating failed, message dead-lettered", type=message.type,
-                    source=message.source, id=message.id, error=error)
-                dead.append((b.records[index], BadMessage("rating_error", error)))
-            if dead:
-                await self.publisher.dead_letter(dead)
-            self._count(b.good, result)
-            if b.good:
-                self.metrics.batch_plans.labels("held" if result.planned else "recomputed").inc()
-            b.reported = True
-        if not b.published:
-            await self.publisher.publish(result.records)
-            if result.row_ids:
-                await self.retrier.db("mark published", lambda: self.store.mark_published(result.row_ids))
-            b.published = True
-        self.faults.at("kill_after_publish", self.batches + 1)
-        await self.commit_offsets(b.offsets)
+        await self.completion.complete(b, result)
         self._unfinished = max(0, self._unfinished - 1)
         if self.lag is not None:
             self.lag.waiting = 0  # measured before this batch: the lag monitor measures it again within 5 s
-        self.batches += 1
-        # Records of the old message format have no timestamp (None); a clock behind the producer's, 0.
-        now_ms = time.time() * 1000
-        observe_many(self.metrics.record_latency,
-                     [max(0.0, now_ms - t) / 1000 for t in b.timestamps if t is not None and t > 0])
-        self.metrics.batch_size.observe(len(b.good) + len(b.dead))
-        self.metrics.batch_seconds.observe(time.perf_counter() - b.started)
-
-    def _count(self, good, result: BatchResult) -> None:
-        counts = Counter(
-            (m.type, r.status, r.reason or "")
-            for m, r in zip(good, result.messages, strict=True)
-            if r.status != "failed"  # counted as dead-lettered
-        )
-        for labels, n in counts.items():
-            self.metrics.messages.labels(*labels).inc(n)
-        # An event or attempt that changes nobody's rating is worth a line (a casual game is not: it is common).
-        for m, r in zip(good, result.messages, strict=True):
-            if r.status == "unrated" and m.type != "game.finished":
-                log(logger, logging.INFO, "message not rated", type=m.type, source=m.source, id=m.id, ref=m.ref,
-                    reason=r.reason)
-
-    async def commit_offsets(self, offsets: dict[TopicPartition, int]) -> None:
-        """Step 4: the only place offsets are committed (never after a halt)."""
-        if self._halted:
-            raise Stopping()
-        try:
-            await self.retrier.broker("commit offsets", lambda: self.consumer.commit(offsets))
-            self._committed.update(offsets)
-        except (CommitFailedError, IllegalStateError) as exc:
-            # The partitions went to another worker: it will see these messages again and skip them
-            # as duplicates (their ids are in the database), so nothing is lost or applied twice.
-            log(logger, logging.WARNING, "offset commit refused after a rebalance", error=repr(exc))
 
     def _offsets_went_back(self, tp: TopicPartition, offset: int) -> None:
         """Nothing is applied twice (the processed ids are in PostgreSQL), but the operator must know:
         messages the broker lost are lost unless their producers send them again (docs/operations.md)."""
         log(logger, logging.ERROR, "partition went back below an offset this worker committed: the broker lost "
             "its data or the group's offsets, or they were reset; messages already applied will be skipped",
-            topic=tp.topic, partition=tp.partition, committed=self._committed[tp], fetched=offset)
+            topic=tp.topic, partition=tp.partition, committed=self.completion.committed[tp], fetched=offset)
         self.metrics.offsets_went_back.labels(tp.topic).inc()
-        self._committed[tp] = offset  # once per fall, not once per batch while it catches up
+        self.completion.committed[tp] = offset  # once per fall, not once per batch while it catches up
 
     # ---- draining, giving up ---------------------------------------------------------------------
 
@@ -384,7 +335,7 @@ class Pipeline:
     def _abandon(self) -> None:
         """Give up the batches in hand, uncommitted: from now on no offset is committed, since a later
         batch's offsets could pass an abandoned batch's messages (they are redelivered after a restart)."""
-        self._halted = True
+        self.completion.halted = True
         self._cancel_inflight()
 
     def _cancel_inflight(self) -> int:
