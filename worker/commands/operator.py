@@ -140,7 +140,7 @@ def _ending(exc: Exception) -> tuple[str, int] | None:
 
     if isinstance(exc, UndefinedColumnError | UndefinedTableError):
         return (f"the database's schema is older than this rating-worker ({exc}): run `rating-worker migrate`",
-                EXIT_SETTING)
+                EXIT_DATABASE)
     if isinstance(exc, MigrationError):
         return str(exc), EXIT_DATABASE
     if isinstance(exc, CannotConnect | PostgresError | InterfaceError):
