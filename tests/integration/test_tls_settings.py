@@ -5,6 +5,7 @@ built without OpenSSL, the wheel's Tansu has no working TLS listener and no SASL
 is the half they allow: with TLS asked for, the worker's own connection code refuses a server that only
 speaks plain TCP instead of falling back to it; with SCRAM asked for, the handshake is attempted with the
 configured mechanism (the broker refuses it); and the worker's log lines about both show no password.
+PostgreSQL's real handshakes, with Debian's server, are in test_postgres_tls.py.
 """
 
 from __future__ import annotations
