@@ -1,6 +1,6 @@
 """The services the tests, the demo and the benchmarks use: the ones the environment names
 (DATABASE_URL, KAFKA_BOOTSTRAP_SERVERS), else embedded ones started here; and `python -m
-worker.dev.services`, both started until Ctrl-C."""
+worker.dev` (`_main`), both started until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def broker_from_env_or_start(**kwargs: Any) -> ExternalBroker | EmbeddedBroker:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m worker.dev.services``: start both services, print their addresses, run until Ctrl-C."""
+    """``python -m worker.dev``: start both services, print their addresses, run until Ctrl-C."""
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
