@@ -4,6 +4,7 @@
 - intake: what is taken from the consumer (nothing skipped after a failed fetch; unreadable records)
 - inflight: a batch in flight and the ordering chain that keeps batches in consumption order
 - database: a batch's database stage, planned ahead and retried until it commits
+- completion: what follows a commit (dead letters, publishing, offsets), for a batch and a sweep's chunk
 - retry: the retry policy (`is_transient`, backoff, when to give up)
 - publisher: rating.changed keyed by player, and dead letters
 - relay: the outbox relay; monitors: the lag and the broker probe
