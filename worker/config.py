@@ -235,13 +235,17 @@ _URL_FILES = ("sslrootcert", "sslcert", "sslkey")
 
 
 def _validate_tls_files(query: dict[str, list[str]]) -> None:
-    """Each file the URL names exists (a mistyped path would otherwise surface at the first connection,
-    as an error that names no file); `sslrootcert=system` (libpq 16: the system's CAs) comes with
+    """Each file the URL names exists and can be read (a mistyped path would otherwise surface at the first
+    connection, as an error that names no file); `sslrootcert=system` (libpq 16: the system's CAs) comes with
     verify-full, as libpq wants it, since the system's CAs vouch only for a host name."""
     for name in _URL_FILES:
         for path in query.get(name, []):
-            if path and not (name == "sslrootcert" and path == "system") and not os.path.isfile(path):
+            if not path or (name == "sslrootcert" and path == "system"):
+                continue
+            if not os.path.isfile(path):
                 raise ConfigError(f"DATABASE_URL's {name}={path}: no such file")
+            if not os.access(path, os.R_OK):
+                raise ConfigError(f"DATABASE_URL's {name}={path}: this user may not read it")
     mode = query.get("sslmode", ["verify-full"])[-1]
     if query.get("sslrootcert", [""])[-1] == "system" and mode != "verify-full":
         raise ConfigError(f"DATABASE_URL: sslrootcert=system needs sslmode=verify-full (the system's CAs vouch "

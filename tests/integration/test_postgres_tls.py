@@ -97,9 +97,9 @@ async def run_until(env: dict[str, str], line: str, port: int, timeout: float = 
         async with asyncio.timeout(timeout):
             while line.encode() not in out and (chunk := await proc.stdout.read(65536)):
                 out += chunk
-    if proc.returncode is None and line.encode() in out:
+    if line.encode() in out:
         ready = (await asyncio.to_thread(http_get, port, "/readyz"))[1]
-    with contextlib.suppress(ProcessLookupError):
+    if not proc.stdout.at_eof():  # (a process that ended is not signalled: Popen would reap it, not asyncio)
         proc.send_signal(signal.SIGTERM)
     out += (await asyncio.wait_for(proc.communicate(), 60))[0]
     return Done(proc.returncode, out.decode(), ""), ready

@@ -4,6 +4,7 @@ tests/integration/test_postgres_tls.py; here, each kind of error the driver rais
 
 from __future__ import annotations
 
+import os
 import ssl
 
 import asyncpg
@@ -35,7 +36,7 @@ def _certificate_error(message: str) -> ssl.SSLCertVerificationError:
      "the server is unreachable: [Errno 111] Connect call failed", EXIT_DATABASE),
     (TimeoutError(), "the server is unreachable: no answer in time", EXIT_DATABASE),
     (FileNotFoundError(2, "No such file or directory"),
-     "a certificate or key file cannot be read: No such file or directory (DATABASE_URL's sslrootcert", EXIT_SETTING),
+     "a file cannot be opened: No such file or directory (the Unix socket of the URL's host", EXIT_DATABASE),
     (asyncpg.ClientConfigurationError("`sslmode` parameter must be one of: disable, ..."),
      "DATABASE_URL cannot be used: `sslmode` parameter", EXIT_SETTING),
 ])
@@ -62,6 +63,15 @@ def test_sslrootcert_system_is_the_systems_trust_store_with_the_host_name_checke
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
     assert context.cert_store_stats()["x509_ca"] == ssl.create_default_context().cert_store_stats()["x509_ca"]
     assert connect_args("postgresql://u@db/r?sslmode=require") == ("postgresql://u@db/r?sslmode=require", {})
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file: run the tests as another user to check this")
+def test_a_file_the_url_names_must_be_readable(tmp_path):
+    key = tmp_path / "client.key"
+    key.write_text("")
+    key.chmod(0)
+    with pytest.raises(ConfigError, match=f"DATABASE_URL's sslkey={key}: this user may not read it"):
+        load_for_tool(env={"DATABASE_URL": f"postgresql://u:p@db/r?sslkey={key}"}, database=True)
 
 
 @pytest.mark.parametrize("mode", ["require", "verify-ca", "disable"])

@@ -9,7 +9,7 @@ thing for the same failure.
 - `connect(url)`, `create_pool(url)`: asyncpg's, raising `CannotConnect` with the `Failure` when the
   connection can not be made.
 - `describe(exc)`: a `Failure`, what happened (the server's certificate rejected and why, the login
-  refused, TLS refused, the server unreachable, a file missing) in the words of the server or of OpenSSL,
+  refused, TLS refused, the server unreachable, a file not there) in the words of the server or of OpenSSL,
   and the exit code a command ends with: 2 when a setting must change before anything can work, 3 when
   the server refused or did not answer. Never the password: neither asyncpg's errors nor PostgreSQL's
   messages carry it.
@@ -31,7 +31,7 @@ __all__ = ["ERRORS", "EXIT_DATABASE", "EXIT_SETTING", "CannotConnect", "Failure"
 
 #: What connecting (or a statement on a connection) raises when PostgreSQL is not usable.
 ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
-EXIT_SETTING = 2  # a setting must change: a file missing, a URL asyncpg cannot use
+EXIT_SETTING = 2  # a setting must change: a URL asyncpg cannot use (its files: worker.config, at start)
 EXIT_DATABASE = 3  # the server refused (the certificate, TLS, the login) or could not be reached
 
 
@@ -104,10 +104,11 @@ def describe(exc: BaseException) -> Failure:
     if isinstance(exc, asyncpg.PostgresError):
         return Failure("PostgreSQL refused", f"{exc} (SQLSTATE {exc.sqlstate})")
     if isinstance(exc, FileNotFoundError | IsADirectoryError | PermissionError):
+        # Not the URL's certificate files (checked at start): a Unix socket not there yet, or a file the
+        # environment names
         named = f"{exc.filename}: " if exc.filename else ""
-        return Failure("a certificate or key file cannot be read",
-                       f"{named}{exc.strerror} (DATABASE_URL's sslrootcert, sslcert or sslkey, or PGSSLROOTCERT, "
-                       f"PGSSLCERT or PGSSLKEY)", EXIT_SETTING)
+        return Failure("a file cannot be opened", f"{named}{exc.strerror} (the Unix socket of the URL's host, or "
+                       f"the file PGSSLROOTCERT, PGSSLCERT or PGSSLKEY names)")
     if isinstance(exc, asyncpg.ClientConfigurationError):
         return Failure("DATABASE_URL cannot be used", str(exc), EXIT_SETTING)
     if isinstance(exc, ConnectionError) and "rejected SSL upgrade" in str(exc):
