@@ -19,12 +19,14 @@ from worker import config as config_mod
 from worker.config import Config
 from worker.observability import HealthServer, Metrics, Readiness, log, setup_logging
 from worker.pipeline import DB_ERRORS, Pipeline, Stopping
+from worker.pipeline.retry import Backoff, Verdict, classify
 
 logger = logging.getLogger("rating_worker.service")
 
 #: The exit code after the watchdog gave up on a stuck pipeline (EX_TEMPFAIL: restart me).
 WATCHDOG_EXIT_CODE = 75
 STORE_CLOSE_TIMEOUT_S = 5.0
+CONNECT_FIRST_S = 0.5  # the first wait after a failed connection at start (then longer, with jitter)
 
 
 async def connect_store(cfg: Config, stopping: asyncio.Event, readiness: Readiness | None = None):
@@ -33,7 +35,7 @@ async def connect_store(cfg: Config, stopping: asyncio.Event, readiness: Readine
     with its cause, which is also the readiness reason until it changes or the connection is made. None
     when a stop is asked for first (a connection attempt in progress is given up at once); a failure no
     retry can mend (a setting) is raised (`CannotConnect`)."""
-    from worker.store.connection import EXIT_SETTING, CannotConnect, describe
+    from worker.store.connection import CannotConnect, describe
     from worker.store.migrate import check_schema, migrate
     from worker.store.postgres import PostgresStore
 
@@ -54,7 +56,7 @@ async def connect_store(cfg: Config, stopping: asyncio.Event, readiness: Readine
             raise
         return store
 
-    delay = 0.5
+    backoff = Backoff(CONNECT_FIRST_S, cfg.retry_backoff_max_s)
     failing = ""  # the readiness reason of the last failure
     try:
         while not stopping.is_set():
@@ -70,10 +72,11 @@ async def connect_store(cfg: Config, stopping: asyncio.Event, readiness: Readine
                 return attempt.result()
             except DB_ERRORS as exc:
                 failure = describe(exc)
-                if failure.exit_code == EXIT_SETTING:
+                if classify(exc, connecting=True) is Verdict.RAISE:
                     raise CannotConnect(failure) from exc
+                delay = backoff.next()
                 log(logger, logging.WARNING, f"cannot connect to PostgreSQL: {failure.what}, retrying",
-                    error=failure.why, retry_in_s=delay)
+                    error=failure.why, retry_in_s=round(delay, 3))
                 if readiness is not None and f"database: {failure}" != failing:
                     readiness.recover(failing)
                     failing = f"database: {failure}"
@@ -82,7 +85,6 @@ async def connect_store(cfg: Config, stopping: asyncio.Event, readiness: Readine
                 await asyncio.wait_for(stopping.wait(), delay)
             except TimeoutError:
                 pass
-            delay = min(delay * 2, cfg.retry_backoff_max_s)
         return None
     finally:
         if readiness is not None:

@@ -18,7 +18,7 @@ from worker.engine import BatchResult, apply_batch, is_sweep, plan_batch, steps
 from worker.engine.sweep import CHUNK
 from worker.observability import Metrics, Readiness, log
 from worker.pipeline.inflight import Batch, PreviousBatchFailed
-from worker.pipeline.retry import DB_ERRORS, Abandoned, Retrier, is_transient
+from worker.pipeline.retry import DB_ERRORS, Abandoned, Retrier, Verdict, classify
 from worker.store.base import StateStore
 
 __all__ = ["DatabaseStage"]
@@ -78,12 +78,12 @@ class DatabaseStage:
             b.attempting()
             try:
                 result = await attempt()
-            except PreviousBatchFailed:
+            except (*DB_ERRORS, PreviousBatchFailed) as exc:
                 b.failed()
-                continue  # the earlier batch is retrying; go again behind it
-            except DB_ERRORS as exc:
-                b.failed()
-                if not is_transient(exc):
+                verdict = classify(exc)
+                if verdict is Verdict.WAIT:
+                    continue  # the earlier batch is retrying; go again behind it
+                if verdict is Verdict.RAISE:
                     # Retrying would stall every partition for good: stop loudly, naming the batch.
                     log(logger, logging.ERROR, "batch failed with a permanent database error", error=repr(exc),
                         sqlstate=getattr(exc, "sqlstate", None), messages=len(b.good),

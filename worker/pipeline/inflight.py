@@ -21,7 +21,7 @@ import enum
 from typing import Any, NamedTuple
 
 from worker.engine import Plan
-from worker.pipeline.retry import Abandoned
+from worker.pipeline.retry import Abandoned, Behind
 from worker.ratings.inputs import Message
 from worker.ratings.system import RatingSystem
 
@@ -37,7 +37,7 @@ class Item(NamedTuple):
     system: RatingSystem
 
 
-class PreviousBatchFailed(Exception):
+class PreviousBatchFailed(Behind):
     """The batch before this one rolled back: roll back too and go again after it (order is kept)."""
 
 

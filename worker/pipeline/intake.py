@@ -39,11 +39,12 @@ from aiokafka.errors import (
 )
 
 from worker.observability import Metrics, Readiness, log
+from worker.pipeline.retry import Backoff
 
 logger = logging.getLogger("rating_worker.intake")
 
 UNREADABLE_RECHECK_S = 60.0
-FETCH_RETRY_S = 1.0
+FETCH_RETRY_S = 1.0  # the first wait after a failed fetch (then longer, with jitter: worker.pipeline.retry)
 # Longest wait for new records while the oldest batch in flight is still in PostgreSQL (Intake.take_before):
 # after it, that batch is completed first.
 TAKE_BEHIND_MS = 1000
@@ -92,11 +93,13 @@ class Intake:
 
     def __init__(self, consumer: AIOKafkaConsumer, metrics: Metrics, readiness: Readiness,
                  sleep: Callable[[float], Awaitable[None]], probe_ms: int = 1500,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, backoff: Backoff | None = None) -> None:
         self.consumer = consumer
         self.metrics = metrics
         self.readiness = readiness
         self._sleep = sleep
+        # The waits after failed fetches: about FETCH_RETRY_S, then longer while they go on.
+        self._backoff = backoff if backoff is not None else Backoff(FETCH_RETRY_S, FETCH_RETRY_S)
         self._probe_ms = probe_ms  # how long a partition read alone may wait for its records
         self._clock = clock
         self._next: dict[TopicPartition, int] = {}  # offset after the last record taken, per partition
@@ -122,6 +125,8 @@ class Intake:
             return await self._after_error(exc, max_records)
         self._took(records)
         self.readiness.recover("broker: fetch")
+        if self._backoff.failures:
+            self._backoff.reset()
         return records
 
     async def take_before(self, busy: asyncio.Future, max_records: int) -> dict[TopicPartition, list]:
@@ -190,9 +195,10 @@ class Intake:
             return found  # said loudly in _stop_at; the other partitions go on
         self.metrics.broker_retries.inc()
         self.readiness.fail("broker: fetch")
-        log(logger, logging.WARNING, "fetch failed, retrying", error=repr(exc), retry_in_s=FETCH_RETRY_S)
+        delay = self._backoff.next()
+        log(logger, logging.WARNING, "fetch failed, retrying", error=repr(exc), retry_in_s=round(delay, 3))
         if not found:
-            await self._sleep(FETCH_RETRY_S)
+            await self._sleep(delay)
         return found
 
     async def _read_alone(self, max_records: int) -> tuple[dict[TopicPartition, list], bool]:

@@ -42,7 +42,7 @@ from worker.pipeline.completion import Completion
 from worker.pipeline.database import DatabaseStage
 from worker.pipeline.faults import Faults
 from worker.pipeline.inflight import Batch, Item
-from worker.pipeline.intake import Intake, is_group_error
+from worker.pipeline.intake import FETCH_RETRY_S, Intake, is_group_error
 from worker.pipeline.monitors import BrokerProbe, LagMonitor
 from worker.pipeline.publisher import Publisher
 from worker.pipeline.rebalance import FinishBatchesBeforeRevoke, Membership
@@ -58,6 +58,7 @@ logger = logging.getLogger("rating_worker.pipeline")
 # How long closing each Kafka client may take at a stop (leaving the group, flushing the producer): a
 # coordinator that does not answer must not hold the exit.
 CLOSE_TIMEOUT_S = 5.0
+REJOIN_S = 1.0  # the first wait after the group refused this worker (then longer, with jitter)
 
 
 class Pipeline:
@@ -86,6 +87,7 @@ class Pipeline:
         self.abandoned = 0  # batches given up uncommitted (stop or rebalance during an outage)
         self._launched = 0
         self._complete_lock = asyncio.Lock()
+        self._rejoin = self.retrier.backoff(REJOIN_S)  # the waits while the group keeps this worker out
         self._inflight: deque[Batch] = deque()
         self._last: Batch | None = None
         self.broken: BaseException | None = None
@@ -115,7 +117,7 @@ class Pipeline:
         self.producer = kafka_clients.producer(c)
         self.consumer = kafka_clients.group_consumer(c)
         self.intake = Intake(self.consumer, self.metrics, self.readiness, self.retrier.sleep,
-                             probe_ms=c.kafka_fetch_max_wait_ms + 1000)
+                             probe_ms=c.kafka_fetch_max_wait_ms + 1000, backoff=self.retrier.backoff(FETCH_RETRY_S))
         self.publisher = Publisher(self.producer, c, self.metrics, self.retrier)
         self.completion.publisher, self.completion.consumer = self.publisher, self.consumer
         self.database.sweeps_publish_with(self.completion.publish, c.sweep_chunk,
@@ -183,8 +185,10 @@ class Pipeline:
             if not is_group_error(exc):
                 raise
             self.membership.failed(exc)
-            await self.retrier.sleep(1.0)
+            await self.retrier.sleep(self._rejoin.next())
             return
+        if self._rejoin.failures:
+            self._rejoin.reset()
         if records:
             await self.launch(records)
         elif self._inflight:

@@ -5,12 +5,20 @@ capped exponential backoff (0.1 s doubling up to RETRY_BACKOFF_MAX_S), not ready
 readiness reason "<source>: <what>"). A stop, or a drain that cannot wait (a rebalance, a stop), ends a
 retry at its next failure: `Abandoned`, the batch's work is given up uncommitted. A start-up step is
 `interruptible`: a stop also ends the attempt in progress at once (`Stopping`).
+
+`classify` is the one classification of failures every retry answers to (transient: back off and try
+again; wait: go again at once, behind the work that failed first; raise). `Backoff` is the one schedule
+of waits in the worker: every retry and restart uses it (the batches'
+database work, the broker and database calls of `Retrier`, a failed fetch, a side task's restart, the
+first connection at start), each with its own first wait, all with jitter.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -19,8 +27,10 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from worker.config import Config
 from worker.observability import Metrics, Readiness, log
+from worker.store.connection import EXIT_SETTING, describe
 
-__all__ = ["DB_ERRORS", "Abandoned", "Backoff", "Retrier", "Stopping", "is_transient"]
+__all__ = ["DB_ERRORS", "Abandoned", "Backoff", "Behind", "Retrier", "Stopping", "Verdict", "classify",
+           "is_transient"]
 
 logger = logging.getLogger("rating_worker.pipeline")
 T = TypeVar("T")
@@ -40,6 +50,38 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, DB_ERRORS)
 
 
+class Behind(Exception):
+    """The work ahead of this one failed and goes again (the batch before it rolled back): go again behind
+    it, at once."""
+
+
+class Verdict(enum.Enum):
+    """What a retry does after a failure."""
+
+    TRANSIENT = "transient"  # back off (Backoff), then try again
+    WAIT = "wait"  # try again at once, behind the work that failed first (Behind)
+    RAISE = "raise"  # no retry can mend it: end, loudly
+
+
+def classify(exc: BaseException, connecting: bool = False) -> Verdict:
+    """The one classification of failures that every retry of the worker answers to.
+
+    A broker error is transient, but an offset commit refused after a rebalance (the partitions are
+    another worker's now). A database error is transient when a retry can get past it (`is_transient`).
+    `connecting`: the first connection at start, where a refused login or certificate is retried too (a
+    secret rotated late, docs/operations.md) and only a setting is not (a file missing, a URL asyncpg
+    cannot use)."""
+    if isinstance(exc, Behind):
+        return Verdict.WAIT
+    if isinstance(exc, CommitFailedError | IllegalStateError):
+        return Verdict.RAISE
+    if isinstance(exc, KafkaError):
+        return Verdict.TRANSIENT
+    if connecting:
+        return Verdict.RAISE if describe(exc).exit_code == EXIT_SETTING else Verdict.TRANSIENT
+    return Verdict.TRANSIENT if is_transient(exc) else Verdict.RAISE
+
+
 class Stopping(Exception):
     """A stop was asked for: the wait or start-up step in progress is given up."""
 
@@ -51,23 +93,36 @@ class Abandoned(Exception):
 
 
 class Backoff:
-    """The waits between attempts: 0.1 s, doubling, at most `cap_s`."""
+    """The waits between attempts: `first_s`, doubling, at most `cap_s`, each with equal jitter (half the
+    step, plus a random share of the other half). Without jitter every worker that lost the same
+    PostgreSQL or broker came back at the same instants and knocked together; with it they spread out,
+    and a wait is never under half its step ("Exponential Backoff And Jitter", AWS Architecture Blog).
+    `rng` is for tests; each Backoff otherwise draws from its own generator, seeded by the system."""
 
-    FIRST_S = 0.1
+    __slots__ = ("cap_s", "failures", "first_s", "_rng", "_step")
 
-    def __init__(self, cap_s: float) -> None:
-        self.cap_s = cap_s
-        self.delay = self.FIRST_S
+    def __init__(self, first_s: float, cap_s: float, rng: random.Random | None = None) -> None:
+        self.first_s = first_s
+        self.cap_s = max(cap_s, first_s)
+        self._step = first_s
+        self._rng = rng if rng is not None else random.Random()
+        self.failures = 0
 
     @property
     def waited(self) -> bool:
         """Whether there was a failure (a recovery is worth a line)."""
-        return self.delay > self.FIRST_S
+        return self.failures > 0
 
     def next(self) -> float:
-        delay = self.delay
-        self.delay = min(self.delay * 2, self.cap_s)
-        return delay
+        """The wait after one more failure."""
+        step = self._step
+        self._step = min(step * 2, self.cap_s)
+        self.failures += 1
+        return step / 2 + self._rng.random() * step / 2
+
+    def reset(self) -> None:
+        """A success: the next failure waits `first_s` again."""
+        self._step, self.failures = self.first_s, 0
 
 
 class Retrier:
@@ -85,8 +140,10 @@ class Retrier:
         """After a failure: give up (a stop, or a drain that cannot wait) rather than retry."""
         return self._giving_up()
 
-    def backoff(self) -> Backoff:
-        return Backoff(self.config.retry_backoff_max_s)
+    def backoff(self, first_s: float = 0.1) -> Backoff:
+        """The waits of one retry loop: from `first_s` (0.1 s for a call that failed), capped at
+        RETRY_BACKOFF_MAX_S."""
+        return Backoff(first_s, self.config.retry_backoff_max_s)
 
     async def sleep(self, seconds: float) -> None:
         """Wait, or less when a stop is asked for."""
@@ -116,9 +173,10 @@ class Retrier:
 
     async def retry(self, what: str, action: Callable[[], Awaitable[T]], errors, counter, source: str,
                     interruptible: bool = False) -> T:
-        """`action()` until it succeeds, retrying `errors` with backoff; not ready meanwhile (the reason
-        "<source>: <what>": no two retries of the same `what` run at once). A rebalance's refusal of an
-        offset commit is not retried (the partitions are another worker's now)."""
+        """`action()` until it succeeds, retrying the `errors` that `classify` finds transient with backoff;
+        not ready meanwhile (the reason "<source>: <what>": no two retries of the same `what` run at once).
+        The others are raised (a rebalance's refusal of an offset commit: the partitions are another
+        worker's now; a database error no retry gets past)."""
         reason = f"{source}: {what}"
         backoff = self.backoff()
         try:
@@ -129,7 +187,7 @@ class Retrier:
                         log(logger, logging.INFO, f"{what}: recovered")
                     return result
                 except errors as exc:
-                    if isinstance(exc, CommitFailedError | IllegalStateError):
+                    if classify(exc) is not Verdict.TRANSIENT:
                         raise
                     counter.inc()
                     self.readiness.fail(reason)

@@ -3,8 +3,9 @@
 The outbox relay, the lag monitor and the broker probe each run beside the batches. One that fails
 with an exception nobody expected (a bug, a library's surprise) must not end silently: the failure is
 logged at ERROR with the task's name and traceback, counted in
-`rating_worker_side_task_failures_total{task}`, and the task is started again after a backoff (1 s,
-doubling up to RETRY_BACKOFF_MAX_S) while the batches go on. Restarting rather than stopping the worker:
+`rating_worker_side_task_failures_total{task}`, and the task is started again after a backoff (about
+1 s, doubling up to RETRY_BACKOFF_MAX_S, with jitter: worker.pipeline.retry.Backoff) while the batches
+go on. Restarting rather than stopping the worker:
 each side task only reports or catches up (the relay publishes what the live path left behind), so a
 batch never waits for one, and a worker that keeps rating is better than one that restarts; the ERROR
 lines and the counter, which the dashboard shows, say that something is wrong.
@@ -37,7 +38,7 @@ class SideTasks:
         self._tasks[name] = asyncio.create_task(self._supervise(name, run), name=f"rating-worker {name}")
 
     async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
-        delay = FIRST_RESTART_S
+        backoff = self.retrier.backoff(FIRST_RESTART_S)
         while not self.retrier.stopping.is_set():
             try:
                 await run()
@@ -46,10 +47,10 @@ class SideTasks:
                 raise
             except Exception as exc:  # noqa: BLE001 - supervised: said, counted, started again
                 self.metrics.side_task_failures.labels(name).inc()
+                delay = backoff.next()
                 logger.error("side task failed, restarting it", exc_info=exc,
-                             extra={"fields": {"task": name, "error": repr(exc), "restart_in_s": delay}})
+                             extra={"fields": {"task": name, "error": repr(exc), "restart_in_s": round(delay, 3)}})
                 await self.retrier.sleep(delay)
-                delay = min(delay * 2, max(FIRST_RESTART_S, self.retrier.config.retry_backoff_max_s))
 
     async def stop(self) -> None:
         for task in self._tasks.values():
