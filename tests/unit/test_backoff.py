@@ -64,10 +64,13 @@ def test_every_failure_is_transient_wait_or_raise(exc, verdict):
 
 
 def test_at_the_first_connection_only_a_setting_is_not_retried():
-    """A refused login is retried at start (a secret rotated late); a missing certificate file is not."""
+    """A refused login is retried at start (a secret rotated late), and so is a Unix socket not there yet (the
+    URL's certificate files are checked with the settings, before); a URL asyncpg cannot use is not."""
     assert classify(asyncpg.exceptions.InvalidPasswordError("x"), connecting=True) is Verdict.TRANSIENT
     assert classify(asyncpg.exceptions.InvalidPasswordError("x")) is Verdict.RAISE  # in a batch: permanent
-    assert classify(FileNotFoundError(2, "No such file or directory", "ca.pem"), connecting=True) is Verdict.RAISE
+    assert classify(FileNotFoundError(2, "No such file or directory", "/run/postgresql/.s.PGSQL.5432"),
+                    connecting=True) is Verdict.TRANSIENT
+    assert classify(asyncpg.exceptions.ClientConfigurationError("x"), connecting=True) is Verdict.RAISE
     assert classify(CannotConnect(Failure("the server is unreachable", "x")), connecting=True) is Verdict.TRANSIENT
 
 
