@@ -148,7 +148,7 @@ def _report_short_history(store, messages: list[Message], numbers: list[int], re
     """A message that asked a StreamStore for history it no longer keeps (a fair-play closure more than
     the dedupe window late, read from stdin) and was applied may have refunded less than the worker would:
     said loudly, once, with its line. One not applied (an account already closed) changed nobody."""
-    short = getattr(store, "history_short", None)
+    short = store.short_histories()
     if not short:
         return
     for i, message in enumerate(messages):
@@ -162,7 +162,6 @@ def _report_short_history(store, messages: list[Message], numbers: list[int], re
                      f"history since {_iso(query.since)} asked for, {kept}: the result may differ from the "
                      f"worker's; replay a regular FILE (read twice, exact) or with a longer --dedupe-window, "
                      f"or --dedupe-window all\n")
-    short.clear()
 
 
 def counted(lines: Iterable[bytes], counts: dict, progress: Progress) -> Iterator[bytes]:

@@ -53,9 +53,7 @@ class Relay:
             try:
                 while await self.relay_once(min_age) >= BATCH:
                     pass
-                backlog = getattr(self.store, "outbox_backlog", None)
-                if backlog is not None:
-                    self.metrics.outbox_backlog.set(await backlog())
+                self.metrics.outbox_backlog.set(await self.store.outbox_backlog())
             except DB_ERRORS + (KafkaError, Abandoned) as exc:  # Abandoned: a stop or drain cut a retry short
                 log(logger, logging.WARNING, "relay failed, will retry", error=repr(exc))
             min_age = self.config.relay_min_age_s

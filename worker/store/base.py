@@ -135,3 +135,11 @@ class StateStore(Protocol):
 
     async def unpublished(self, limit: int, older_than_seconds: float) -> list[Unpublished]:
         """History rows not yet marked published, oldest first, created at least that long ago."""
+
+    async def outbox_backlog(self) -> int:
+        """How many history rows are not published yet (the relay's gauge)."""
+
+    def short_histories(self) -> dict[HistoryQuery, float]:
+        """The history queries answered from less than they asked for since the last call, each with the
+        time its rows were kept from (-inf: none kept), and forgets them: only an offline store that keeps
+        a window of the past (`stream.StreamStore`) has any; `replay` reports them."""

@@ -168,3 +168,9 @@ class MemoryStore:
             if i not in self.published
         ]
         return rows[:limit]
+
+    async def outbox_backlog(self) -> int:
+        return len(self.history) - len(self.published)
+
+    def short_histories(self) -> dict[HistoryQuery, float]:
+        return {}  # it keeps the whole history

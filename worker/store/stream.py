@@ -276,3 +276,10 @@ class StreamStore(MemoryStore):
 
     async def unpublished(self, limit: int, older_than_seconds: float) -> list[Unpublished]:
         return []
+
+    async def outbox_backlog(self) -> int:
+        return 0
+
+    def short_histories(self) -> dict[HistoryQuery, float]:
+        short, self.history_short = self.history_short, {}
+        return short
