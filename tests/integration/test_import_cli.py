@@ -173,7 +173,7 @@ async def test_database_mode_imports_the_good_lines_and_reports_the_bad_ones(dat
                                      str(rejects), "--batch-size", "7")
     assert result.returncode == 1, result.stdout + result.stderr
     assert summary_count(result.stdout, "applied") == 20 and summary_count(result.stdout, "rejected") == 2
-    assert "line 6: invalid_data: data.rating: must be >= 1400 (got 1200)" in result.stdout
+    assert "line 6: invalid_rule: data.rating: 1200 is not a listed FIDE rating on the 2026-11 list" in result.stdout
     assert "line 10: invalid_json: line: invalid JSON" in result.stdout
     assert [orjson.loads(x)["line"] for x in rejects.read_bytes().splitlines()] == [6, 10]
     assert_imported_as_given(await states(database_url), rows)
@@ -262,7 +262,7 @@ async def test_bad_rating_imported_messages_are_dead_lettered_and_good_ones_appl
     good = [_event(r, f"good-{i}") for i, r in enumerate(good_rows)]
     bad = [
         (_event({"player_id": "b1", "system": "fide", "category": "standard", "rating": 1350}, "bad-1"),
-         "invalid_data", "data.rating: must be >= 1400 (got 1350)"),
+         "invalid_rule", "data.rating: 1350 is not a listed FIDE rating on the"),
         (_event({"player_id": "b2", "system": "fide", "category": "standard", "rating": 2000, "rd": 60}, "bad-2"),
          "invalid_data", "data.rd: fide is an Elo system: no RD"),
         (_event({"player_id": "b3", "system": "csr", "category": "turbo", "rating": 1500}, "bad-3"),
