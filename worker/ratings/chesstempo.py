@@ -492,7 +492,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
         predict=partial(predict, params=p),
         imports=Imports(partial(imported_state, params=p), lambda imp, states: start_state(p),
                         partial(import_flags, params=p)),
-        parameters=chosen.name,
+        parameters=chosen.name, established=lambda state: not is_provisional(state.rd, p),
     )
 
 

@@ -262,6 +262,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
     return RatingSystem(
         NAME, ("game.finished",), players, state_keys, partial(rate_game, params=p), title="CSR", categories=CATEGORIES,
         more_keys=more_keys, predict=partial(predict, params=p), parameters=chosen.name,
+        established=lambda state: not is_provisional(state.rd, p),
         imports=Imports(partial(imported_state, params=p), partial(import_start, params=p),
                         partial(import_flags, params=p), import_more_keys),
     )

@@ -833,6 +833,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
                         carried=partial(carried_lists, params=p)),
         sweep=Sweep("rating.period_closed", partial(close_list, params=p), partial(list_concerns, params=p)),
         inactive=is_inactive, starts_unrated=True,  # no rating before the first
+        established=lambda state: is_listed(state) and not is_inactive(state),
         predict=partial(predict, params=p),
     )
 

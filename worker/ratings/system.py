@@ -27,6 +27,10 @@ The engine (worker.engine) drives every system through these functions and nothi
   not as one message of a batch; `rate_state` says what it changes in one state (nothing, mostly).
 - `inactive` is what a system's records say of a state's activity (FIDE: marked inactive at a list),
   None for a system that has no such mark (the record then has no `inactive` field).
+- `established` says whether a rating stands on the system's leaderboards (CSR: RD at most the line of
+  its provisional mark, from its parameters). The leaderboard view applies the same rule in SQL (the
+  newest migration that defines it); tests/integration/test_leaderboard_rule.py holds the two together,
+  so that a parameter set that moves the line fails the suite until a migration follows it.
 - `predict` says what the ratings expected of a message before it was rated (`rating-worker evaluate`
   scores the ratings by it): one `Prediction` per side it forecasts, none for a message it does not rate.
 - `parameters` names the parameter set the system was declared from (worker.ratings.parameters: a module
@@ -140,5 +144,6 @@ class RatingSystem:
     starts_unrated: bool = False
     sweep: Sweep | None = None
     inactive: Callable[[RatingState], bool | None] = lambda state: None
+    established: Callable[[RatingState], bool] = lambda state: True  # on the leaderboards (see the docstring)
     predict: Callable[[Any, Mapping[StateKey, RatingState]], tuple[Prediction, ...]] = lambda payload, states: ()
     parameters: str | None = None  # the parameter set it was declared from ("csr-1"), None: a system without

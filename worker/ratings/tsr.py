@@ -392,6 +392,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
     return RatingSystem(
         NAME, ("event.finished/turbo_live",), players, state_keys, partial(rate_event, params=p), title="TSR",
         categories=(CATEGORY,), parameters=chosen.name, predict=partial(predict, params=p),
+        established=lambda state: not is_provisional(state.rd, p),
         imports=Imports(partial(imported_state, params=p), lambda imp, states: start_state(p),
                         partial(import_flags, params=p)),
     )

@@ -623,6 +623,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
     return RatingSystem(
         NAME, ("event.finished/uscf",), players, partial(state_keys, params=p), partial(rate_event, params=p),
         title="US Chess", categories=CATEGORIES, parameters=chosen.name,
+        established=lambda state: is_established(state.games, p),
         imports=Imports(imported_state, lambda imp, states: RatingState(0.0), partial(import_flags, params=p)),
         starts_unrated=True,  # no rating before the first
         predict=partial(predict, params=p),
