@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import calendar
 
-from worker.ratings import chesskite, chesstempo, csr, elo, fide, glicko1, glicko2, registry, tsr, uscf
+from worker.ratings import chesstempo, csr, fide, glicko1, glicko2, registry, tsr, uscf
+from worker.ratings.doctext import plus_minus, signed, table
 from worker.ratings.inputs import EventFinished, GameFinished, TeamGames, TimeControl, TurboPlayer
 from worker.ratings.parameters import changed_values
 from worker.ratings.state import RatingState, StateKey
@@ -14,27 +15,12 @@ DAY = 86400.0
 P = csr.PARAMS
 
 
-def _table(header: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _pm(rating: float, rd: float) -> str:
-    return f"{round(rating)} ±{round(rd)}"
-
-
-def _signed(x: float) -> str:
-    n = round(x)
-    return f"+{n}" if n > 0 else f"−{-n}" if n < 0 else "0"
-
-
 def _game(result: str, at: float = 0.0) -> GameFinished:
     return GameFinished("example", True, "standard", TimeControl(300, 0), "white", "black", result, at)
 
 
 def parameters() -> str:
-    return _table(["Parameter", "Value"], [
+    return table(["Parameter", "Value"], [
         ["Starting rating", round(P.start_rating)], ["Starting rating deviation (RD)", round(P.start_rd)],
         ["Starting volatility", P.start_volatility], ["System constant τ (tau)", P.tau],
         ["Scale factor (Glicko-2 to rating points)", glicko2.SCALE], ["Lowest possible RD (floor)", round(P.rd_floor)],
@@ -51,14 +37,14 @@ def categories() -> str:
         tc = TimeControl(base, inc)
         rows.append([f"{base // 60}+{inc}", f"{csr.estimated_length(tc)} s", csr.category(tc).capitalize()])
     rows.append(["d3 (correspondence, 3 days a move)", "–", csr.category(TimeControl(days_per_move=3)).capitalize()])
-    return _table(["Time control", "Estimated length", "CSR category"], rows)
+    return table(["Time control", "Estimated length", "CSR category"], rows)
 
 
 def rd_growth() -> str:
     rows = [[d, round(glicko2.rd_after_inactivity(60, P.start_volatility, d, P.rd_cap)),
              round(glicko2.rd_after_inactivity(100, P.start_volatility, d, P.rd_cap))]
             for d in (7, 30, 90, 180, 365, 730)]
-    return _table(["Days without a rated game", "RD 60 becomes", "RD 100 becomes"], rows)
+    return table(["Days without a rated game", "RD 60 becomes", "RD 100 becomes"], rows)
 
 
 def provisional_games(opponent_rd: float) -> int:
@@ -77,14 +63,14 @@ def provisional_games(opponent_rd: float) -> int:
 def start_from_other() -> str:
     mine = {"blitz": (1900, 60, 40), "rapid": (1800, 90, 12), "correspondence": (1600, 120, 6)}
     states = {StateKey("p", "csr", c): RatingState(r, rd, 0.06, n, r, 0.0, n) for c, (r, rd, n) in mine.items()}
-    have = _table(["Your ratings", "Games"], [[f"{c.capitalize()} {r} ±{rd}", n] for c, (r, rd, n) in mine.items()])
-    starts = [[c.capitalize(), _pm(s.rating, s.rd)] for c in ("bullet", "classical")
+    have = table(["Your ratings", "Games"], [[f"{c.capitalize()} {r} ±{rd}", n] for c, (r, rd, n) in mine.items()])
+    starts = [[c.capitalize(), plus_minus(s.rating, s.rd)] for c in ("bullet", "classical")
               for s in [csr.start_state("p", c, states)]]
-    return have + "\n\n" + _table(["Category you have not played yet", "It starts at"], starts)
+    return have + "\n\n" + table(["Category you have not played yet", "It starts at"], starts)
 
 
 def floors() -> str:
-    return _table(["Highest established rating (peak)", "Your rating cannot fall below"],
+    return table(["Highest established rating (peak)", "Your rating cannot fall below"],
                   [[p, round(csr.floor_for_peak(p))] for p in (1450, 1843, 2000, 2399, 2400)])
 
 
@@ -92,9 +78,9 @@ def example_new_players() -> str:
     white, black = csr.rate_game(_game("1-0"), {}).changes
     e_w = glicko2.expected_score(1500, 1500, 350, P.white_advantage)
     e_b = glicko2.expected_score(1500, 1500, 350, -P.white_advantage)
-    return _table(["", "Before", "Expected score", "Result", "After"], [
-        ["White (new)", _pm(1500, 350), f"{e_w:.3f}", "win (1)", _pm(white.after.rating, white.after.rd)],
-        ["Black (new)", _pm(1500, 350), f"{e_b:.3f}", "loss (0)", _pm(black.after.rating, black.after.rd)],
+    return table(["", "Before", "Expected score", "Result", "After"], [
+        ["White (new)", plus_minus(1500, 350), f"{e_w:.3f}", "win (1)", plus_minus(white.after.rating, white.after.rd)],
+        ["Black (new)", plus_minus(1500, 350), f"{e_b:.3f}", "loss (0)", plus_minus(black.after.rating, black.after.rd)],
     ])
 
 
@@ -104,9 +90,9 @@ def example_established_draw() -> str:
     white, black = csr.rate_game(_game("1/2-1/2", DAY), states).changes
     e_w = glicko2.expected_score(1843, 1700, 80, P.white_advantage)
     e_b = glicko2.expected_score(1700, 1843, 60, -P.white_advantage)
-    return _table(["", "Before", "Expected score", "Result", "After", "Change"], [
-        ["White", _pm(1843, 60), f"{e_w:.3f}", "draw (½)", _pm(white.after.rating, white.after.rd), _signed(white.delta)],
-        ["Black", _pm(1700, 80), f"{e_b:.3f}", "draw (½)", _pm(black.after.rating, black.after.rd), _signed(black.delta)],
+    return table(["", "Before", "Expected score", "Result", "After", "Change"], [
+        ["White", plus_minus(1843, 60), f"{e_w:.3f}", "draw (½)", plus_minus(white.after.rating, white.after.rd), signed(white.delta)],
+        ["Black", plus_minus(1700, 80), f"{e_b:.3f}", "draw (½)", plus_minus(black.after.rating, black.after.rd), signed(black.delta)],
     ])
 
 
@@ -116,7 +102,7 @@ def faq_example() -> str:
     white = csr.rate_game(_game("1-0", DAY), states).changes[0]
     e = glicko2.expected_score(1843, 1600, 60, P.white_advantage)
     return (f"With White, 1843 ±50 against 1600 ±60 (both last played the day before), the expected score is "
-            f"{e:.3f}; a win scores 1, so the gain is {_signed(white.delta)} (to {round(white.after.rating)}).")
+            f"{e:.3f}; a win scores 1, so the gain is {signed(white.delta)} (to {round(white.after.rating)}).")
 
 
 TURBO_EXAMPLE = [  # (player, agreement, votes, team W-D-L, TSR before or None for new, days since last event)
@@ -130,7 +116,7 @@ TURBO_EXAMPLE = [  # (player, agreement, votes, team W-D-L, TSR before or None f
 
 def tsr_parameters() -> str:
     t = tsr.PARAMS
-    return _table(["TSR parameter", "Value"], [
+    return table(["TSR parameter", "Value"], [
         ["Votes needed to be rated in an event", t.votes_needed],
         ["Weight of the field comparisons (all together)", f"{t.field_weight:g} games"],
         ["Weight of the team result", f"{t.team_weight:g} game"],
@@ -152,7 +138,7 @@ def tsr_example() -> str:
     rows = []
     for name, agr, votes, (w, d, lo), before, _ in TURBO_EXAMPLE:
         pid = name.lower()
-        start = _pm(*before) if before else _pm(tsr.PARAMS.start_rating, tsr.PARAMS.start_rd)
+        start = plus_minus(*before) if before else plus_minus(tsr.PARAMS.start_rating, tsr.PARAMS.start_rd)
         if pid not in changes:
             rows.append([name, f"{agr * 100:.1f}%", votes, f"{w}-{d}-{lo}", start,
                          f"not rated (fewer than {tsr.PARAMS.votes_needed} votes)", "–", "–"])
@@ -160,21 +146,21 @@ def tsr_example() -> str:
         c, plan = changes[pid], plans[pid]
         fw, fd, fl = plan.field
         rows.append([name, f"{agr * 100:.1f}%", votes, f"{w}-{d}-{lo}", start, f"{fw}-{fd}-{fl}",
-                     _pm(c.after.rating, c.after.rd), _signed(c.delta)])
+                     plus_minus(c.after.rating, c.after.rd), signed(c.delta)])
     anna = plans["anna"]
     note = (f"Anna's results: {anna.field[0]} field wins of weight {anna.field_weight:.2f} each, and a team score of "
             f"{anna.team_score:.2f} with weight {tsr.PARAMS.team_weight:g} against the others' average, "
-            f"{_pm(*anna.team_opponent)}. Ben, Cleo and Dev last played a rated event 3, 10 and 1 days before "
+            f"{plus_minus(*anna.team_opponent)}. Ben, Cleo and Dev last played a rated event 3, 10 and 1 days before "
             "(their own RD grows for it; as opponents they count with the values shown).")
-    return _table(["Player", "Agreement", "Votes", "Team games (W-D-L)", "TSR before", "Field (W-D-L)", "TSR after",
+    return table(["Player", "Agreement", "Votes", "Team games (W-D-L)", "TSR before", "Field (W-D-L)", "TSR after",
                    "Change"], rows) + "\n\n" + note
 
 
 def uscf_section() -> str:
     """Seed 004's tables, every number from worker/ratings/uscf.py."""
-    expected = _table(["You are rated higher by", "Your expected score"],
+    expected = table(["You are rated higher by", "Your expected score"],
                       [[f"{d} points", f"{uscf.expected_score(1500 + d, 1500):.2f}"] for d in (0, 100, 200, 400)])
-    caps = _table(["Rating", "Cap on N′", "K in a 4-round event"],
+    caps = table(["Rating", "Cap on N′", "K in a 4-round event"],
                   [["2355 and above" if r == 2355 else r, f"{uscf.n_star(r):.1f}",
                     f"{uscf.k_factor(uscf.n_star(r), 4):.1f}"] for r in (400, 800, 1200, 1600, 2000, 2355)])
     opponents = (1400, 1550, 1600, 1700)
@@ -185,7 +171,7 @@ def uscf_section() -> str:
         r = uscf.standard_rating(1500, n_eff, opponents, score, pre_b, True)
         rows.append([score, f"{r.expected:.2f}", f"{r.k:.2f}", f"{r.plain:.1f}", f"{r.bonus:.1f}",
                      f"+{r.plain + r.bonus:.1f}"])
-    example = _table(["Score", "Expected", "K", "K × (score − expected)", "Bonus", "Change"], rows)
+    example = table(["Score", "Expected", "K", "K × (score − expected)", "Bonus", "Change"], rows)
     special = uscf.special_rating(1500, uscf.effective_games(1500, 5), (500,), 1.0, "mixed")
     floors = (f"Personal floor for 3 wins, 1 draw and 10 events: {round(uscf.personal_floor(3, 1, 10))}. "
               f"Earned floor from a peak of 1941: {round(uscf.earned_floor(1941))}. "
@@ -217,7 +203,7 @@ def fide_section() -> str:
     for top, _ in fide.TABLE_8_1_2:
         edges.append((low, top))
         low = top + 1
-    table = _table(["Rating difference", "Higher rated: expected", "Lower rated: expected"],
+    expected = table(["Rating difference", "Higher rated: expected", "Lower rated: expected"],
                    [[f"{lo}–{hi}", f"{fide.pd_higher(lo) / 100:.2f}", f"{1 - fide.pd_higher(lo) / 100:.2f}"]
                     for lo, hi in edges])
     win, draw, loss = (20 * (s - fide.expected_score(1500, 1700)) for s in (1.0, 0.5, 0.0))
@@ -231,14 +217,14 @@ def fide_section() -> str:
     pool = [(1900, 1.0), (1900, 1.0), (1900, 0.5), (1900, 0.5), (1907, 0.0)]
     return "\n\n".join([
         "## FIDE (standard, rapid, blitz)",
-        "### Expected score (table 8.1.2; a difference over 400 counts as 400)", table,
-        "### K", _table(["Player", "K"], k_rows),
+        "### Expected score (table 8.1.2; a difference over 400 counts as 400)", expected,
+        "### K", table(["Player", "K"], k_rows),
         "An imported list rating carries the list's K (`k`: the K of the player's next period), and "
         "`ever_2300` / `ever_2400`; a K of 10 counts as ever 2400, a K of 10 or 20 without `games` as at least "
         "30 games.",
         f"### Example\n\n1500 against 1700 with K 20: expected {fide.expected_score(1500, 1700):.2f}; a win "
-        f"{_signed(win)}, a draw {_signed(draw)}, a loss {_signed(loss)}. Changes are summed over the month and "
-        f"rounded half away from zero when it closes: −2.5 becomes {_signed(fide.round_half_away(-2.5))}.",
+        f"{signed(win)}, a draw {signed(draw)}, a loss {signed(loss)}. Changes are summed over the month and "
+        f"rounded half away from zero when it closes: −2.5 becomes {signed(fide.round_half_away(-2.5))}.",
         f"### First rating\n\n5 games, 3 points, opponents summing to {sum(r for r, _ in pool)}, with two "
         f"hypothetical 1800 draws: {fide.first_rating(pool)} (published only from 1400, at most 2200). The games "
         f"pooled for it span at most {fide.PARAMS.first_rating_months} months: older ones leave the pool.",
@@ -272,7 +258,7 @@ def fide_2024() -> str:
         "raised; a rating of an earlier list with no such period is raised as a change of its own, at that "
         "list (or a later one) or at the player's first event of a later period. A rating is raised once. "
         "Imports of lists before it may be from 1000.\n\n"
-        + _table(["Published rating on the February 2024 list", "On the March 2024 list"], rows)
+        + table(["Published rating on the February 2024 list", "On the March 2024 list"], rows)
         + "\n\nNot modelled: the older regulations' formula for initial ratings, and their 400-point rule "
         "applied once per event. Events before March 2024 are rated with today's rules and the 1000 floor."
     )
@@ -289,15 +275,6 @@ def _month_before(months: int) -> str:
 
 def _month_name(period: str) -> str:
     return calendar.month_name[int(period[5:7])]
-
-
-def chesskite_section() -> str:
-    e = elo.expected_score(1500, 1700)
-    changes = ", ".join(_signed(elo.elo_change(1500, 1700, s, 20)) for s in (1.0, 0.5, 0.0))
-    p = chesskite.PARAMS
-    return (f"## ChessKite puzzles\n\nElo on the 400 scale: start {p.start_rating:g}, K {p.k:g}; only challenge "
-            f"cards are rated, against the puzzle's own rating (which the worker does not change). The seed's "
-            f"example: 1500 against 1700 expects {e:.2f}; with K 20 a win, a draw and a loss give {changes}.")
 
 
 def chesstempo_section() -> str:
@@ -328,12 +305,12 @@ def chesstempo_section() -> str:
         f"correct blitz solves (here 5, 10 and 15 s: mean {mean:g} s, sd {sd:.2f} s): faster than mean − sd "
         f"{p.blitz_bonus_score:g}, up to the mean 1, slower mean / t; fewer than {p.blitz_min_solves} earlier solves 1; "
         f"wrong 0. The problem scores max(0, 1 − s).",
-        _table(["seconds", "after first move", "effective", "user scores", "problem scores"], rows),
+        table(["seconds", "after first move", "effective", "user scores", "problem scores"], rows),
         f"### Repeats\n\nFor the day's top {p.top_percent:g}% of established users (RD ≤ {p.established_rd:g}, "
         f"at least {p.top_min_established} of them; the threshold is taken at the mode's first attempt of each UTC "
         f"day), the gain of a correct attempt at a problem seen before is multiplied by the credit; losses, RD and "
         f"the problem's update are never reduced.",
-        _table(["repeat", "credit", "unseen 183+ days", "unseen 365+ days"], credits),
+        table(["repeat", "credit", "unseen 183+ days", "unseen 365+ days"], credits),
     ])
 
 
@@ -341,6 +318,13 @@ def uscf_event_time(day: str) -> float:
     from datetime import UTC, datetime
 
     return datetime.fromisoformat(day).replace(hour=12, tzinfo=UTC).timestamp()
+
+
+def _section(name: str) -> str:
+    """The section of docs/ratings.md that a system's own module writes (its `docs`)."""
+    docs = next(s.docs for s in registry.SYSTEMS if s.name == name)
+    assert docs is not None, name
+    return docs()
 
 
 def parameter_sets() -> str:
@@ -362,7 +346,7 @@ def parameter_sets() -> str:
             "from. Each message is rated with the set in effect at its own time (never the day it is processed), so "
             "the ratings earned before a change are kept as they were, a replay of the same history gives the same "
             "answer on any day, and every `rating.changed` names the set that rated it (`parameters`).\n\n"
-            + _table(["System", "Set", "In effect from", "What changed"], rows))
+            + table(["System", "Set", "In effect from", "What changed"], rows))
 
 
 def render() -> str:
@@ -389,7 +373,7 @@ def render() -> str:
         "### Example: a rated 10-minute event with five accounts", tsr_example(),
         uscf_section(),
         fide_section(),
-        chesskite_section(),
+        _section("chesskite"),
         chesstempo_section(),
         parameter_sets(),
     ]) + "\n"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from worker.ratings import elo
+from worker.ratings.doctext import signed
 from worker.ratings.inputs import PuzzleAttempted
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
@@ -115,12 +116,22 @@ def imported_state(imp, version: int) -> RatingState:
     return RatingState(imp.rating, None, None, imp.games or 0, None, imp.last_played_at, version)
 
 
+def docs() -> str:
+    """ChessKite's section of docs/ratings.md, with the seed's example computed by worker.ratings.elo."""
+    e = elo.expected_score(1500, 1700)
+    changes = ", ".join(signed(elo.elo_change(1500, 1700, s, 20)) for s in (1.0, 0.5, 0.0))
+    p = PARAMS
+    return (f"## ChessKite puzzles\n\nElo on the 400 scale: start {p.start_rating:g}, K {p.k:g}; only challenge "
+            f"cards are rated, against the puzzle's own rating (which the worker does not change). The seed's "
+            f"example: 1500 against 1700 expects {e:.2f}; with K 20 a win, a draw and a loss give {changes}.")
+
+
 def declare(chosen: ParameterSet) -> RatingSystem:
     """ChessKite as this parameter set declares it (worker.ratings.parameters)."""
     p = chosen.params
     return RatingSystem(
         NAME, ("puzzle.attempted/chesskite",), players, state_keys, partial(rate_attempt, params=p),
-        title="ChessKite", categories=(CATEGORY,), cause_time=operator.attrgetter("attempted_at"),
+        title="ChessKite", docs=docs, categories=(CATEGORY,), cause_time=operator.attrgetter("attempted_at"),
         imports=Imports(imported_state, lambda imp, states: start_state(p)), parameters=chosen.name,
         predict=partial(predict, params=p),
     )

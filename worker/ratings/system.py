@@ -33,6 +33,8 @@ The engine (worker.engine) drives every system through these functions and nothi
   so that a parameter set that moves the line fails the suite until a migration follows it.
 - `predict` says what the ratings expected of a message before it was rated (`rating-worker evaluate`
   scores the ratings by it): one `Prediction` per side it forecasts, none for a message it does not rate.
+- `docs` writes the system's section of docs/ratings.md (`rating-worker docs`), every number computed by the
+  module's own functions; None for a system without one (fair play).
 - `parameters` names the parameter set the system was declared from (worker.ratings.parameters: a module
   with dated sets declares its system once per set, and each message is rated by the one in effect at its
   time); every `rating.changed` it causes carries the name.
@@ -129,6 +131,7 @@ class RatingSystem:
     state_keys: Callable[[Any], list[StateKey]]
     rate: Callable[[Any, Mapping[StateKey, RatingState], Mapping[str, float]], Outcome]
     title: str = ""  # its name for people: the heading of its section of docs/ratings.md
+    docs: Callable[[], str] | None = None  # its section of docs/ratings.md (see the module docstring)
     categories: tuple[str, ...] = ()  # its ratings per player (none: it rates no rating of its own)
     cause_time: Callable[[Any], float] = operator.attrgetter("finished_at")
     more_keys: Callable[[Any, Mapping[StateKey, RatingState]], list[StateKey]] = lambda payload, loaded: []
