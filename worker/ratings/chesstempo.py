@@ -61,6 +61,7 @@ from functools import partial
 from typing import Any
 
 from worker.ratings import glicko1
+from worker.ratings.doctext import table
 from worker.ratings.inputs import PuzzleAttempted
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
@@ -482,12 +483,50 @@ def import_flags(state: RatingState, params: ChessTempoParams = PARAMS) -> tuple
     return is_provisional(state.rd, params), None
 
 
+def docs() -> str:
+    """Chess Tempo's section of docs/ratings.md (seed 002 and docs/rules.md#chess-tempo), every number computed by
+    this module."""
+    p = PARAMS
+    stats = None
+    for t in (5.0, 10.0, 15.0):  # earlier correct blitz solves: mean 10 s, sd 4.08 s
+        stats = with_solve(stats, t)
+    _, mean, sd = solve_stats(stats)
+    rows = []
+    for seconds, after in ((4.0, 0.0), (8.0, 0.0), (10.0, 5.0), (20.0, 0.0), (40.0, 0.0)):
+        t = effective_time(seconds, after)
+        s = blitz_score(t, stats)
+        rows.append([f"{seconds:g} s", f"{after:g} s", f"{t:g} s", f"{s:.3g}", f"{problem_score(s):.3g}"])
+    credits = [[f"{n}", f"{repeat_credit(n, 0):.0%}", f"{repeat_credit(n, 183):.0%}",
+                f"{repeat_credit(n, 365):.0%}"] for n in range(1, 8)]
+    r, rd = glicko1.rate(1500.0, 200.0, [glicko1.Encounter(1400.0, 30.0, 1.0), glicko1.Encounter(1550.0, 100.0, 0.0),
+                                        glicko1.Encounter(1700.0, 300.0, 0.0)])
+    return "\n\n".join([
+        f"## Chess Tempo problems\n\nGlicko-1 for users and for problems, each attempt a game between them, "
+        f"separately in `standard` and `blitz`. Both start at {p.start_rating:g} ±{p.start_rd:g}; RD at least "
+        f"{p.rd_floor:g}. A user's RD grows by c = {p.rd_growth_per_day:g} per √day since his last attempt in the mode "
+        f"(at most {p.rd_cap:g}); a problem's RD does not grow. Each side is rated against the other's stored values. "
+        f"Provisional while RD > {p.provisional_above:g}. Only users' ratings are published; problems, their solve "
+        f"times and the repeat counts are kept in PostgreSQL with them.",
+        f"Glickman's example (1500 ±200 against 1400 ±30 won, 1550 ±100 and 1700 ±300 lost): {r:.2f} ±{rd:.2f}.",
+        f"### Blitz scores\n\nEffective time = seconds + seconds after the first move. Against the problem's earlier "
+        f"correct blitz solves (here 5, 10 and 15 s: mean {mean:g} s, sd {sd:.2f} s): faster than mean − sd "
+        f"{p.blitz_bonus_score:g}, up to the mean 1, slower mean / t; fewer than {p.blitz_min_solves} earlier solves 1; "
+        f"wrong 0. The problem scores max(0, 1 − s).",
+        table(["seconds", "after first move", "effective", "user scores", "problem scores"], rows),
+        f"### Repeats\n\nFor the day's top {p.top_percent:g}% of established users (RD ≤ {p.established_rd:g}, "
+        f"at least {p.top_min_established} of them; the threshold is taken at the mode's first attempt of each UTC "
+        f"day), the gain of a correct attempt at a problem seen before is multiplied by the credit; losses, RD and "
+        f"the problem's update are never reduced.",
+        table(["repeat", "credit", "unseen 183+ days", "unseen 365+ days"], credits),
+    ])
+
+
 def declare(chosen: ParameterSet) -> RatingSystem:
     """Chess Tempo as this parameter set declares it (worker.ratings.parameters)."""
     p = chosen.params
     return RatingSystem(
         NAME, ("puzzle.attempted/chesstempo",), lock_ids, engine_state_keys, partial(rate_attempt_in_day, params=p),
-        title="Chess Tempo", categories=CATEGORIES, cause_time=operator.attrgetter("attempted_at"),
+        title="Chess Tempo", docs=docs, categories=CATEGORIES, cause_time=operator.attrgetter("attempted_at"),
         published=is_published, context=partial(top_group_query, params=p), with_context=with_established,
         predict=partial(predict, params=p),
         imports=Imports(partial(imported_state, params=p), lambda imp, states: start_state(p),
