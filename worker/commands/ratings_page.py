@@ -5,104 +5,13 @@ from __future__ import annotations
 
 import calendar
 
-from worker.ratings import csr, fide, glicko2, registry, tsr, uscf
+from worker.ratings import fide, registry, tsr, uscf
 from worker.ratings.doctext import plus_minus, signed, table
-from worker.ratings.inputs import EventFinished, GameFinished, TeamGames, TimeControl, TurboPlayer
+from worker.ratings.inputs import EventFinished, TeamGames, TurboPlayer
 from worker.ratings.parameters import changed_values
 from worker.ratings.state import RatingState, StateKey
 
 DAY = 86400.0
-P = csr.PARAMS
-
-
-def _game(result: str, at: float = 0.0) -> GameFinished:
-    return GameFinished("example", True, "standard", TimeControl(300, 0), "white", "black", result, at)
-
-
-def parameters() -> str:
-    return table(["Parameter", "Value"], [
-        ["Starting rating", round(P.start_rating)], ["Starting rating deviation (RD)", round(P.start_rd)],
-        ["Starting volatility", P.start_volatility], ["System constant τ (tau)", P.tau],
-        ["Scale factor (Glicko-2 to rating points)", glicko2.SCALE], ["Lowest possible RD (floor)", round(P.rd_floor)],
-        ["Provisional (“?”) while RD is above", round(P.provisional_above)],
-        ["White’s first-move advantage (CSR only)", f"{round(P.white_advantage)} rating points"],
-        ["Highest RD (after a long break)", round(P.rd_cap)],
-    ])
-
-
-def categories() -> str:
-    rows = []
-    for base, inc in [(60, 0), (60, 1), (60, 2), (120, 1), (180, 0), (300, 0), (600, 0), (900, 0), (1500, 0),
-                      (1800, 0), (1800, 20)]:
-        tc = TimeControl(base, inc)
-        rows.append([f"{base // 60}+{inc}", f"{csr.estimated_length(tc)} s", csr.category(tc).capitalize()])
-    rows.append(["d3 (correspondence, 3 days a move)", "–", csr.category(TimeControl(days_per_move=3)).capitalize()])
-    return table(["Time control", "Estimated length", "CSR category"], rows)
-
-
-def rd_growth() -> str:
-    rows = [[d, round(glicko2.rd_after_inactivity(60, P.start_volatility, d, P.rd_cap)),
-             round(glicko2.rd_after_inactivity(100, P.start_volatility, d, P.rd_cap))]
-            for d in (7, 30, 90, 180, 365, 730)]
-    return table(["Days without a rated game", "RD 60 becomes", "RD 100 becomes"], rows)
-
-
-def provisional_games(opponent_rd: float) -> int:
-    """A new player drawing back to back as White against a 1500 ±opponent_rd who does not change."""
-    states = {StateKey("o", "csr", "blitz"): RatingState(1500, opponent_rd, 0.06, 50, None, 0.0, 50)}
-    n = 0
-    while True:
-        n += 1
-        g = GameFinished("p", True, "standard", TimeControl(300, 0), "p", "o", "1/2-1/2", 0.0)
-        change = csr.rate_game(g, states).changes[0]
-        if not change.provisional:
-            return n
-        states[change.key] = change.after
-
-
-def start_from_other() -> str:
-    mine = {"blitz": (1900, 60, 40), "rapid": (1800, 90, 12), "correspondence": (1600, 120, 6)}
-    states = {StateKey("p", "csr", c): RatingState(r, rd, 0.06, n, r, 0.0, n) for c, (r, rd, n) in mine.items()}
-    have = table(["Your ratings", "Games"], [[f"{c.capitalize()} {r} ±{rd}", n] for c, (r, rd, n) in mine.items()])
-    starts = [[c.capitalize(), plus_minus(s.rating, s.rd)] for c in ("bullet", "classical")
-              for s in [csr.start_state("p", c, states)]]
-    return have + "\n\n" + table(["Category you have not played yet", "It starts at"], starts)
-
-
-def floors() -> str:
-    return table(["Highest established rating (peak)", "Your rating cannot fall below"],
-                  [[p, round(csr.floor_for_peak(p))] for p in (1450, 1843, 2000, 2399, 2400)])
-
-
-def example_new_players() -> str:
-    white, black = csr.rate_game(_game("1-0"), {}).changes
-    e_w = glicko2.expected_score(1500, 1500, 350, P.white_advantage)
-    e_b = glicko2.expected_score(1500, 1500, 350, -P.white_advantage)
-    return table(["", "Before", "Expected score", "Result", "After"], [
-        ["White (new)", plus_minus(1500, 350), f"{e_w:.3f}", "win (1)", plus_minus(white.after.rating, white.after.rd)],
-        ["Black (new)", plus_minus(1500, 350), f"{e_b:.3f}", "loss (0)", plus_minus(black.after.rating, black.after.rd)],
-    ])
-
-
-def example_established_draw() -> str:
-    states = {StateKey("white", "csr", "blitz"): RatingState(1843, 60, 0.06, 50, 1843, 0.0, 50),
-              StateKey("black", "csr", "blitz"): RatingState(1700, 80, 0.06, 50, 1700, 0.0, 50)}
-    white, black = csr.rate_game(_game("1/2-1/2", DAY), states).changes
-    e_w = glicko2.expected_score(1843, 1700, 80, P.white_advantage)
-    e_b = glicko2.expected_score(1700, 1843, 60, -P.white_advantage)
-    return table(["", "Before", "Expected score", "Result", "After", "Change"], [
-        ["White", plus_minus(1843, 60), f"{e_w:.3f}", "draw (½)", plus_minus(white.after.rating, white.after.rd), signed(white.delta)],
-        ["Black", plus_minus(1700, 80), f"{e_b:.3f}", "draw (½)", plus_minus(black.after.rating, black.after.rd), signed(black.delta)],
-    ])
-
-
-def faq_example() -> str:
-    states = {StateKey("white", "csr", "blitz"): RatingState(1843, 50, 0.06, 50, 1843, 0.0, 50),
-              StateKey("black", "csr", "blitz"): RatingState(1600, 60, 0.06, 50, 1600, 0.0, 50)}
-    white = csr.rate_game(_game("1-0", DAY), states).changes[0]
-    e = glicko2.expected_score(1843, 1600, 60, P.white_advantage)
-    return (f"With White, 1843 ±50 against 1600 ±60 (both last played the day before), the expected score is "
-            f"{e:.3f}; a win scores 1, so the gain is {signed(white.delta)} (to {round(white.after.rating)}).")
 
 
 TURBO_EXAMPLE = [  # (player, agreement, votes, team W-D-L, TSR before or None for new, days since last event)
@@ -317,19 +226,7 @@ def render() -> str:
         "# Ratings\n\nGenerated by `rating-worker docs` from the engine in `worker/ratings/`: do not edit by hand. "
         "A test fails when this page is stale. Numbers are rounded for display; the worker stores and publishes "
         "unrounded values.",
-        "## CSR (ChesStresS, Glicko-2 per speed)\n\n### Parameters", parameters(),
-        "### Categories\n\nEstimated length = base seconds + 40 × increment seconds.", categories(),
-        "### RD growth with inactivity\n\nRD′ = √(RD² + (σ × 173.7178)² × days), at most 350; applied to a "
-        "player's own RD when he next plays a rated game in the category.", rd_growth(),
-        f"### Provisional\n\nA rating is provisional while RD > 110. A new player (±350) drawing game after game, "
-        f"with no days between games, against an opponent who stays at 1500 ±60 is established after "
-        f"{provisional_games(60)} games; against 1500 ±200, after {provisional_games(200)} games.",
-        "### Starting from your other ratings", start_from_other(),
-        "### Rating floor", floors(),
-        "### Worked example: two new players, 5+0, White wins", example_new_players(),
-        "### Worked example: two established players draw (both last played the day before)",
-        example_established_draw(),
-        "### FAQ: why only 3 points for a win?", faq_example(),
+        _section("csr"),
         "## TSR (Turbo Live team-vote events)\n\nThe same Glicko-2 scale and parameters as CSR, without the White "
         "adjustment. Each rated player is compared with the other rated players (a win above them by more than the "
         "draw margin) and scored on his team's results against the average of the others.", tsr_parameters(),

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from worker.ratings import glicko2
+from worker.ratings.doctext import plus_minus, signed, table
 from worker.ratings.inputs import GameFinished, TimeControl
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
@@ -256,11 +257,126 @@ def import_flags(state: RatingState, params: CsrParams = PARAMS) -> tuple[bool, 
     return is_provisional(state.rd, params), floor_for_peak(state.peak, params)
 
 
+def _example_game(result: str, at: float = 0.0) -> GameFinished:
+    return GameFinished("example", True, "standard", TimeControl(300, 0), "white", "black", result, at)
+
+
+def _parameters_table() -> str:
+    return table(["Parameter", "Value"], [
+        ["Starting rating", round(PARAMS.start_rating)], ["Starting rating deviation (RD)", round(PARAMS.start_rd)],
+        ["Starting volatility", PARAMS.start_volatility], ["System constant τ (tau)", PARAMS.tau],
+        ["Scale factor (Glicko-2 to rating points)", glicko2.SCALE], ["Lowest possible RD (floor)", round(PARAMS.rd_floor)],
+        ["Provisional (“?”) while RD is above", round(PARAMS.provisional_above)],
+        ["White’s first-move advantage (CSR only)", f"{round(PARAMS.white_advantage)} rating points"],
+        ["Highest RD (after a long break)", round(PARAMS.rd_cap)],
+    ])
+
+
+def _categories_table() -> str:
+    rows = []
+    for base, inc in [(60, 0), (60, 1), (60, 2), (120, 1), (180, 0), (300, 0), (600, 0), (900, 0), (1500, 0),
+                      (1800, 0), (1800, 20)]:
+        tc = TimeControl(base, inc)
+        rows.append([f"{base // 60}+{inc}", f"{estimated_length(tc)} s", category(tc).capitalize()])
+    rows.append(["d3 (correspondence, 3 days a move)", "–", category(TimeControl(days_per_move=3)).capitalize()])
+    return table(["Time control", "Estimated length", "CSR category"], rows)
+
+
+def _rd_growth_table() -> str:
+    rows = [[d, round(glicko2.rd_after_inactivity(60, PARAMS.start_volatility, d, PARAMS.rd_cap)),
+             round(glicko2.rd_after_inactivity(100, PARAMS.start_volatility, d, PARAMS.rd_cap))]
+            for d in (7, 30, 90, 180, 365, 730)]
+    return table(["Days without a rated game", "RD 60 becomes", "RD 100 becomes"], rows)
+
+
+def _provisional_games(opponent_rd: float) -> int:
+    """A new player drawing back to back as White against a 1500 ±opponent_rd who does not change."""
+    states = {StateKey("o", "csr", "blitz"): RatingState(1500, opponent_rd, 0.06, 50, None, 0.0, 50)}
+    n = 0
+    while True:
+        n += 1
+        g = GameFinished("p", True, "standard", TimeControl(300, 0), "p", "o", "1/2-1/2", 0.0)
+        drawn = rate_game(g, states).changes[0]
+        if not drawn.provisional:
+            return n
+        states[drawn.key] = drawn.after
+
+
+def _start_from_other_tables() -> str:
+    mine = {"blitz": (1900, 60, 40), "rapid": (1800, 90, 12), "correspondence": (1600, 120, 6)}
+    states = {StateKey("p", "csr", c): RatingState(r, rd, 0.06, n, r, 0.0, n) for c, (r, rd, n) in mine.items()}
+    have = table(["Your ratings", "Games"], [[f"{c.capitalize()} {r} ±{rd}", n] for c, (r, rd, n) in mine.items()])
+    starts = [[c.capitalize(), plus_minus(s.rating, s.rd)] for c in ("bullet", "classical")
+              for s in [start_state("p", c, states)]]
+    return have + "\n\n" + table(["Category you have not played yet", "It starts at"], starts)
+
+
+def _floors_table() -> str:
+    return table(["Highest established rating (peak)", "Your rating cannot fall below"],
+                 [[p, round(floor_for_peak(p))] for p in (1450, 1843, 2000, 2399, 2400)])
+
+
+def _example_new_players() -> str:
+    white, black = rate_game(_example_game("1-0"), {}).changes
+    e_w = glicko2.expected_score(1500, 1500, 350, PARAMS.white_advantage)
+    e_b = glicko2.expected_score(1500, 1500, 350, -PARAMS.white_advantage)
+    return table(["", "Before", "Expected score", "Result", "After"], [
+        ["White (new)", plus_minus(1500, 350), f"{e_w:.3f}", "win (1)",
+         plus_minus(white.after.rating, white.after.rd)],
+        ["Black (new)", plus_minus(1500, 350), f"{e_b:.3f}", "loss (0)",
+         plus_minus(black.after.rating, black.after.rd)],
+    ])
+
+
+def _example_established_draw() -> str:
+    states = {StateKey("white", "csr", "blitz"): RatingState(1843, 60, 0.06, 50, 1843, 0.0, 50),
+              StateKey("black", "csr", "blitz"): RatingState(1700, 80, 0.06, 50, 1700, 0.0, 50)}
+    white, black = rate_game(_example_game("1/2-1/2", DAY), states).changes
+    e_w = glicko2.expected_score(1843, 1700, 80, PARAMS.white_advantage)
+    e_b = glicko2.expected_score(1700, 1843, 60, -PARAMS.white_advantage)
+    return table(["", "Before", "Expected score", "Result", "After", "Change"], [
+        ["White", plus_minus(1843, 60), f"{e_w:.3f}", "draw (½)", plus_minus(white.after.rating, white.after.rd),
+         signed(white.delta)],
+        ["Black", plus_minus(1700, 80), f"{e_b:.3f}", "draw (½)", plus_minus(black.after.rating, black.after.rd),
+         signed(black.delta)],
+    ])
+
+
+def _faq_example() -> str:
+    states = {StateKey("white", "csr", "blitz"): RatingState(1843, 50, 0.06, 50, 1843, 0.0, 50),
+              StateKey("black", "csr", "blitz"): RatingState(1600, 60, 0.06, 50, 1600, 0.0, 50)}
+    white = rate_game(_example_game("1-0", DAY), states).changes[0]
+    e = glicko2.expected_score(1843, 1600, 60, PARAMS.white_advantage)
+    return (f"With White, 1843 ±50 against 1600 ±60 (both last played the day before), the expected score is "
+            f"{e:.3f}; a win scores 1, so the gain is {signed(white.delta)} (to {round(white.after.rating)}).")
+
+
+def docs() -> str:
+    """CSR's section of docs/ratings.md: seed 000's tables and worked examples, every number computed by this
+    module."""
+    return "\n\n".join([
+        "## CSR (ChesStresS, Glicko-2 per speed)\n\n### Parameters", _parameters_table(),
+        "### Categories\n\nEstimated length = base seconds + 40 × increment seconds.", _categories_table(),
+        "### RD growth with inactivity\n\nRD′ = √(RD² + (σ × 173.7178)² × days), at most 350; applied to a "
+        "player's own RD when he next plays a rated game in the category.", _rd_growth_table(),
+        f"### Provisional\n\nA rating is provisional while RD > 110. A new player (±350) drawing game after game, "
+        f"with no days between games, against an opponent who stays at 1500 ±60 is established after "
+        f"{_provisional_games(60)} games; against 1500 ±200, after {_provisional_games(200)} games.",
+        "### Starting from your other ratings", _start_from_other_tables(),
+        "### Rating floor", _floors_table(),
+        "### Worked example: two new players, 5+0, White wins", _example_new_players(),
+        "### Worked example: two established players draw (both last played the day before)",
+        _example_established_draw(),
+        "### FAQ: why only 3 points for a win?", _faq_example(),
+    ])
+
+
 def declare(chosen: ParameterSet) -> RatingSystem:
     """CSR as this parameter set declares it (worker.ratings.parameters)."""
     p = chosen.params
     return RatingSystem(
-        NAME, ("game.finished",), players, state_keys, partial(rate_game, params=p), title="CSR", categories=CATEGORIES,
+        NAME, ("game.finished",), players, state_keys, partial(rate_game, params=p), title="CSR", docs=docs,
+        categories=CATEGORIES,
         more_keys=more_keys, predict=partial(predict, params=p), parameters=chosen.name,
         established=lambda state: not is_provisional(state.rd, p),
         imports=Imports(partial(imported_state, params=p), partial(import_start, params=p),
