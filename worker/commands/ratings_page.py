@@ -5,64 +5,10 @@ from __future__ import annotations
 
 import calendar
 
-from worker.ratings import fide, registry, tsr, uscf
-from worker.ratings.doctext import plus_minus, signed, table
-from worker.ratings.inputs import EventFinished, TeamGames, TurboPlayer
+from worker.ratings import fide, registry, uscf
+from worker.ratings.doctext import signed, table
 from worker.ratings.parameters import changed_values
-from worker.ratings.state import RatingState, StateKey
-
-DAY = 86400.0
-
-
-TURBO_EXAMPLE = [  # (player, agreement, votes, team W-D-L, TSR before or None for new, days since last event)
-    ("Anna", 0.72, 31, (2, 0, 1), None, None),
-    ("Ben", 0.65, 28, (1, 0, 2), (1620.0, 90.0), 3),
-    ("Cleo", 0.645, 25, (2, 0, 1), (1480.0, 120.0), 10),
-    ("Dev", 0.50, 12, (1, 0, 2), (1550.0, 70.0), 1),
-    ("Eve", 0.80, 9, (2, 0, 1), None, None),
-]
-
-
-def tsr_parameters() -> str:
-    t = tsr.PARAMS
-    return table(["TSR parameter", "Value"], [
-        ["Votes needed to be rated in an event", t.votes_needed],
-        ["Weight of the field comparisons (all together)", f"{t.field_weight:g} games"],
-        ["Weight of the team result", f"{t.team_weight:g} game"],
-        ["Agreement difference counted as a draw", f"up to {t.draw_margin * 100:g} percentage point"],
-        ["Most opponents compared per player", t.max_opponents],
-        ["Rated players needed in an event", t.min_rated_players],
-    ])
-
-
-def tsr_example() -> str:
-    at = 30 * DAY
-    players = tuple(TurboPlayer(name.lower(), agr, votes, TeamGames(*team)) for name, agr, votes, team, _, _ in
-                    TURBO_EXAMPLE)
-    event = EventFinished("tl-example", "turbo_live", True, at, players, format="10min")
-    states = {StateKey(name.lower(), tsr.NAME, tsr.CATEGORY): RatingState(r, rd, 0.06, 5, None, at - days * DAY, 5)
-              for name, _, _, _, before, days in TURBO_EXAMPLE if before for r, rd in [before]}
-    changes = {c.key.player_id: c for c in tsr.rate_event(event, states).changes}
-    plans = tsr.plan_event(event, states)
-    rows = []
-    for name, agr, votes, (w, d, lo), before, _ in TURBO_EXAMPLE:
-        pid = name.lower()
-        start = plus_minus(*before) if before else plus_minus(tsr.PARAMS.start_rating, tsr.PARAMS.start_rd)
-        if pid not in changes:
-            rows.append([name, f"{agr * 100:.1f}%", votes, f"{w}-{d}-{lo}", start,
-                         f"not rated (fewer than {tsr.PARAMS.votes_needed} votes)", "–", "–"])
-            continue
-        c, plan = changes[pid], plans[pid]
-        fw, fd, fl = plan.field
-        rows.append([name, f"{agr * 100:.1f}%", votes, f"{w}-{d}-{lo}", start, f"{fw}-{fd}-{fl}",
-                     plus_minus(c.after.rating, c.after.rd), signed(c.delta)])
-    anna = plans["anna"]
-    note = (f"Anna's results: {anna.field[0]} field wins of weight {anna.field_weight:.2f} each, and a team score of "
-            f"{anna.team_score:.2f} with weight {tsr.PARAMS.team_weight:g} against the others' average, "
-            f"{plus_minus(*anna.team_opponent)}. Ben, Cleo and Dev last played a rated event 3, 10 and 1 days before "
-            "(their own RD grows for it; as opponents they count with the values shown).")
-    return table(["Player", "Agreement", "Votes", "Team games (W-D-L)", "TSR before", "Field (W-D-L)", "TSR after",
-                   "Change"], rows) + "\n\n" + note
+from worker.ratings.state import RatingState
 
 
 def uscf_section() -> str:
@@ -227,10 +173,7 @@ def render() -> str:
         "A test fails when this page is stale. Numbers are rounded for display; the worker stores and publishes "
         "unrounded values.",
         _section("csr"),
-        "## TSR (Turbo Live team-vote events)\n\nThe same Glicko-2 scale and parameters as CSR, without the White "
-        "adjustment. Each rated player is compared with the other rated players (a win above them by more than the "
-        "draw margin) and scored on his team's results against the average of the others.", tsr_parameters(),
-        "### Example: a rated 10-minute event with five accounts", tsr_example(),
+        _section("tsr"),
         uscf_section(),
         fide_section(),
         _section("chesskite"),
