@@ -13,10 +13,16 @@ from typing import Any
 import fastjsonschema
 import orjson
 
-__all__ = ["SCHEMAS_DIR", "SchemaError", "compile_schema", "load_schema"]
+__all__ = ["IMPORTED_DATA_FIELDS", "SCHEMAS_DIR", "SchemaError", "compile_schema", "load_schema"]
 
 SCHEMAS_DIR = Path(__file__).parent.parent / "schemas"
 SchemaError = fastjsonschema.JsonSchemaValueException
+# The `data` fields of rating.imported (schemas/rating.imported.json), in the contract's order: the columns
+# of an import file (the importer reads them, worker.dev.streams writes them).
+IMPORTED_DATA_FIELDS = (
+    "player_id", "system", "category", "rating", "rd", "volatility", "games", "wins", "draws", "losses",
+    "events", "peak", "birth_year", "last_played_at", "imported_at", "k", "ever_2300", "ever_2400",
+)
 
 
 def load_schema(name: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
-from worker.commands.importer import DATA_FIELDS
+from worker.contract.schemas import IMPORTED_DATA_FIELDS
 
 TCS = [
     {"base_seconds": 60, "increment_seconds": 0}, {"base_seconds": 180, "increment_seconds": 2},
@@ -205,9 +205,9 @@ def import_rows(n: int, seed: int = 1, prefix: str = "imp") -> list[dict]:
 def write_csv(path, rows: list[dict]) -> None:
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(DATA_FIELDS)
+        w.writerow(IMPORTED_DATA_FIELDS)
         for row in rows:
-            w.writerow(["" if row.get(f) is None else row[f] for f in DATA_FIELDS])
+            w.writerow(["" if row.get(f) is None else row[f] for f in IMPORTED_DATA_FIELDS])
 
 
 def write_jsonl(path, rows: list[dict]) -> None:

@@ -17,12 +17,8 @@ from typing import IO, Any
 import orjson
 
 from worker.contract.reasons import BadMessage
+from worker.contract.schemas import IMPORTED_DATA_FIELDS as DATA_FIELDS
 
-# The `data` fields of rating.imported (schemas/rating.imported.json), in the contract's order.
-DATA_FIELDS = (
-    "player_id", "system", "category", "rating", "rd", "volatility", "games", "wins", "draws", "losses",
-    "events", "peak", "birth_year", "last_played_at", "imported_at", "k", "ever_2300", "ever_2400",
-)
 NUMBER_FIELDS = frozenset({"rating", "rd", "volatility", "peak"})
 INTEGER_FIELDS = frozenset({"games", "wins", "draws", "losses", "events", "birth_year", "k"})
 BOOLEAN_FIELDS = frozenset({"ever_2300", "ever_2400"})
