@@ -5,51 +5,9 @@ from __future__ import annotations
 
 import calendar
 
-from worker.ratings import fide, registry, uscf
+from worker.ratings import fide, registry
 from worker.ratings.doctext import signed, table
 from worker.ratings.parameters import changed_values
-from worker.ratings.state import RatingState
-
-
-def uscf_section() -> str:
-    """Seed 004's tables, every number from worker/ratings/uscf.py."""
-    expected = table(["You are rated higher by", "Your expected score"],
-                      [[f"{d} points", f"{uscf.expected_score(1500 + d, 1500):.2f}"] for d in (0, 100, 200, 400)])
-    caps = table(["Rating", "Cap on N′", "K in a 4-round event"],
-                  [["2355 and above" if r == 2355 else r, f"{uscf.n_star(r):.1f}",
-                    f"{uscf.k_factor(uscf.n_star(r), 4):.1f}"] for r in (400, 800, 1200, 1600, 2000, 2355)])
-    opponents = (1400, 1550, 1600, 1700)
-    n_eff = uscf.effective_games(1500, 40)
-    pre_b = uscf.bonus_multiplier(uscf_event_time("2023-01-31"))
-    rows = []
-    for score in (2.0, 2.5, 4.0):
-        r = uscf.standard_rating(1500, n_eff, opponents, score, pre_b, True)
-        rows.append([score, f"{r.expected:.2f}", f"{r.k:.2f}", f"{r.plain:.1f}", f"{r.bonus:.1f}",
-                     f"+{r.plain + r.bonus:.1f}"])
-    example = table(["Score", "Expected", "K", "K × (score − expected)", "Bonus", "Change"], rows)
-    special = uscf.special_rating(1500, uscf.effective_games(1500, 5), (500,), 1.0, "mixed")
-    floors = (f"Personal floor for 3 wins, 1 draw and 10 events: {round(uscf.personal_floor(3, 1, 10))}. "
-              f"Earned floor from a peak of 1941: {round(uscf.earned_floor(1941))}. "
-              f"A player rated 1500 over 5 games who beats a 500 stays at {round(special)} under the special formula "
-              f"(the old formula gave {round(uscf.old_provisional_rating(1500, 5, (500,), 1.0))}).")
-    dual = (f"Dual-rated events (minutes + increment 30 to 65): the Regular K is multiplied by "
-            f"{uscf.dual_factor(2300):.2f} at 2300 and {uscf.dual_factor(2500):.2f} from 2500.")
-    regular = RatingState(1850.0, None, None, 40, None, None, 3, {"wins": 20, "draws": 0, "losses": 20, "events3": 8})
-    from_regular = uscf.start_from_other("p", "quick", {uscf.key("p", "regular"): regular})
-    from_quick = uscf.start_from_other("p", "blitz", {uscf.key("p", "quick"): regular})
-    first = (f"A first rating in one type starts from the player's other US Chess rating (Quick from Regular, else "
-             f"Blitz; Blitz from Quick, else Regular; Regular from Quick, else Blitz), as it was before the event: "
-             f"Regular 1850 over 40 games gives a first Quick rating from {from_regular.rating:g} on "
-             f"{from_regular.games} games; from Quick or Blitz it is based on {from_quick.games} games. Without "
-             f"one: 50 × age up to 26 (at least 100), else {uscf.initial_rating(None):g}.")
-    return "\n\n".join([
-        "## US Chess (regular, quick, blitz)", "### Expected score", expected,
-        "### Effective games and K", caps,
-        "### Worked example: 1500 with 40 games, opponents 1400, 1550, 1600, 1700 (bonus multiplier "
-        f"{pre_b:g}, an event before 2023-02-01)", example,
-        "### Special formula and floors", floors, dual,
-        "### First ratings", first,
-    ])
 
 
 def fide_section() -> str:
@@ -132,12 +90,6 @@ def _month_name(period: str) -> str:
     return calendar.month_name[int(period[5:7])]
 
 
-def uscf_event_time(day: str) -> float:
-    from datetime import UTC, datetime
-
-    return datetime.fromisoformat(day).replace(hour=12, tzinfo=UTC).timestamp()
-
-
 def _section(name: str) -> str:
     """The section of docs/ratings.md that a system's own module writes (its `docs`)."""
     docs = next(s.docs for s in registry.SYSTEMS if s.name == name)
@@ -174,7 +126,7 @@ def render() -> str:
         "unrounded values.",
         _section("csr"),
         _section("tsr"),
-        uscf_section(),
+        _section("uscf"),
         fide_section(),
         _section("chesskite"),
         _section("chesstempo"),

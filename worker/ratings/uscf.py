@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import NamedTuple
 
+from worker.ratings.doctext import table
 from worker.ratings.inputs import EventFinished
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
@@ -617,12 +618,57 @@ def import_flags(state: RatingState, params: UscfParams = PARAMS) -> tuple[bool,
     return state.games <= params.established_after, floor_of(state, params)
 
 
+def _noon_of(day: str) -> float:
+    return datetime.fromisoformat(day).replace(hour=12, tzinfo=UTC).timestamp()
+
+
+def docs() -> str:
+    """US Chess's section of docs/ratings.md: seed 004's tables, every number computed by this module."""
+    expected = table(["You are rated higher by", "Your expected score"],
+                     [[f"{d} points", f"{expected_score(1500 + d, 1500):.2f}"] for d in (0, 100, 200, 400)])
+    caps = table(["Rating", "Cap on N′", "K in a 4-round event"],
+                 [["2355 and above" if r == 2355 else r, f"{n_star(r):.1f}",
+                   f"{k_factor(n_star(r), 4):.1f}"] for r in (400, 800, 1200, 1600, 2000, 2355)])
+    opponents = (1400, 1550, 1600, 1700)
+    n_eff = effective_games(1500, 40)
+    pre_b = bonus_multiplier(_noon_of("2023-01-31"))
+    rows = []
+    for score in (2.0, 2.5, 4.0):
+        r = standard_rating(1500, n_eff, opponents, score, pre_b, True)
+        rows.append([score, f"{r.expected:.2f}", f"{r.k:.2f}", f"{r.plain:.1f}", f"{r.bonus:.1f}",
+                     f"+{r.plain + r.bonus:.1f}"])
+    example = table(["Score", "Expected", "K", "K × (score − expected)", "Bonus", "Change"], rows)
+    special = special_rating(1500, effective_games(1500, 5), (500,), 1.0, "mixed")
+    floors = (f"Personal floor for 3 wins, 1 draw and 10 events: {round(personal_floor(3, 1, 10))}. "
+              f"Earned floor from a peak of 1941: {round(earned_floor(1941))}. "
+              f"A player rated 1500 over 5 games who beats a 500 stays at {round(special)} under the special formula "
+              f"(the old formula gave {round(old_provisional_rating(1500, 5, (500,), 1.0))}).")
+    dual = (f"Dual-rated events (minutes + increment 30 to 65): the Regular K is multiplied by "
+            f"{dual_factor(2300):.2f} at 2300 and {dual_factor(2500):.2f} from 2500.")
+    regular = RatingState(1850.0, None, None, 40, None, None, 3, {"wins": 20, "draws": 0, "losses": 20, "events3": 8})
+    from_regular = start_from_other("p", "quick", {key("p", "regular"): regular})
+    from_quick = start_from_other("p", "blitz", {key("p", "quick"): regular})
+    first = (f"A first rating in one type starts from the player's other US Chess rating (Quick from Regular, else "
+             f"Blitz; Blitz from Quick, else Regular; Regular from Quick, else Blitz), as it was before the event: "
+             f"Regular 1850 over 40 games gives a first Quick rating from {from_regular.rating:g} on "
+             f"{from_regular.games} games; from Quick or Blitz it is based on {from_quick.games} games. Without "
+             f"one: 50 × age up to 26 (at least 100), else {initial_rating(None):g}.")
+    return "\n\n".join([
+        "## US Chess (regular, quick, blitz)", "### Expected score", expected,
+        "### Effective games and K", caps,
+        "### Worked example: 1500 with 40 games, opponents 1400, 1550, 1600, 1700 (bonus multiplier "
+        f"{pre_b:g}, an event before 2023-02-01)", example,
+        "### Special formula and floors", floors, dual,
+        "### First ratings", first,
+    ])
+
+
 def declare(chosen: ParameterSet) -> RatingSystem:
     """US Chess as this parameter set declares it (worker.ratings.parameters)."""
     p = chosen.params
     return RatingSystem(
         NAME, ("event.finished/uscf",), players, partial(state_keys, params=p), partial(rate_event, params=p),
-        title="US Chess", categories=CATEGORIES, parameters=chosen.name,
+        title="US Chess", docs=docs, categories=CATEGORIES, parameters=chosen.name,
         established=lambda state: is_established(state.games, p),
         imports=Imports(imported_state, lambda imp, states: RatingState(0.0), partial(import_flags, params=p)),
         starts_unrated=True,  # no rating before the first
