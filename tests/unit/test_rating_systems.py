@@ -45,6 +45,19 @@ def test_every_rated_system_has_its_section_in_docs_ratings_md():
             system.name, headings)
 
 
+def test_every_rated_system_declares_its_docs_and_the_page_has_its_own_section():
+    from worker.commands.ratings_page import render
+
+    page = render()
+    for system in rated():
+        assert system.docs is not None, system.name
+        section = system.docs()
+        headings = [line for line in section.splitlines() if line.startswith("## ")]
+        assert headings == [section.splitlines()[0]] and headings[0].startswith(f"## {system.title}"), (
+            system.name, headings)  # one section, its own, under its title
+        assert f"\n\n{section}\n\n" in page, system.name
+
+
 def test_every_rated_system_has_a_leaderboard_rule_and_is_named_by_the_command():
     from worker.commands.leaderboard import leaderboard_systems
 
