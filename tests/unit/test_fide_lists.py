@@ -153,9 +153,10 @@ async def test_chunks_of_any_size_give_the_same_result(chunk, monkeypatch):
     calls = []
     real = sweep.apply_sweep
 
-    async def counted(store, message, published=None, size=sweep.CHUNK, progress=None, after_chunk=None):
+    async def counted(store, message, published=None, size=sweep.CHUNK, progress=None, after_chunk=None,
+                      system=None):
         progress = progress or sweep.SweepProgress()
-        result = await real(store, message, published, size, progress, after_chunk)
+        result = await real(store, message, published, size, progress, after_chunk, system)
         calls.append(progress.chunks)
         return result
 

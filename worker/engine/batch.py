@@ -14,6 +14,7 @@ from worker.engine.compute import BatchResult, compute
 from worker.engine.plan import Plan
 from worker.engine.reads import answers, contexts, load, lock, needs_of
 from worker.ratings.inputs import Message
+from worker.ratings.system import RatingSystem
 from worker.store.base import StateStore
 
 __all__ = ["BatchHooks", "apply_batch"]
@@ -31,7 +32,7 @@ class BatchHooks(Protocol):
 
 async def apply_batch(
     store: StateStore, messages: Sequence[Message], hooks: BatchHooks | None = None, plan: Plan | None = None,
-    predict: bool = False,
+    predict: bool = False, systems: Sequence[RatingSystem] | None = None,
 ) -> BatchResult:
     """Apply messages in order in one store transaction (every message must have a system).
 
@@ -39,9 +40,10 @@ async def apply_batch(
     so its processed id is visible by the time ours are granted. `hooks` let the pipeline keep
     several batches in flight without reordering them (worker.pipeline.inflight); a `plan` that still
     holds under the locks saves computing inside them. `predict` (an evaluation, never with a plan):
-    the result says what each message's system expected of it (BatchResult.predictions).
+    the result says what each message's system expected of it (BatchResult.predictions). `systems`: the
+    systems that rate the messages, when the caller has them (the worker found them while decoding).
     """
-    needs = plan.needs if plan is not None else needs_of(messages)
+    needs = plan.needs if plan is not None else needs_of(messages, systems)
     async with store.transaction() as tx:
         if plan is not None:
             # Its rows go to the store before the locks, while the batch ahead holds them: if the plan

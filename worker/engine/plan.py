@@ -16,6 +16,7 @@ from worker.engine.compute import Computed, compute_stepwise
 from worker.engine.reads import Needs, contexts, load, needs_of
 from worker.ratings.inputs import Message
 from worker.ratings.state import StateKey
+from worker.ratings.system import RatingSystem
 from worker.store.base import StateStore
 
 __all__ = ["Plan", "PlanOutcome", "plan_batch"]
@@ -62,13 +63,14 @@ class Plan:
         )
 
 
-async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Sequence[Plan]) -> Plan | None:
+async def plan_batch(store: StateStore, messages: Sequence[Message], earlier: Sequence[Plan],
+                     systems: Sequence[RatingSystem] | None = None) -> Plan | None:
     """Compute a batch ahead of its locks from a snapshot, with the batches in flight before it on top.
 
     None for a batch that reads the games of the past (a fair-play closure: rare, and whom it locks
-    is only known under the locks): it is computed under its locks.
+    is only known under the locks): it is computed under its locks. `systems` as for `needs_of`.
     """
-    needs = needs_of(messages)
+    needs = needs_of(messages, systems)
     if needs.queries:
         return None
     async with store.reader() as r:

@@ -27,8 +27,10 @@ class Needs:
     queries: dict[int, HistoryQuery] = field(default_factory=dict)  # message index -> games it needs
 
 
-def needs_of(messages: Sequence[Message]) -> Needs:
-    systems = [system_for(m) for m in messages]
+def needs_of(messages: Sequence[Message], systems: Sequence[RatingSystem] | None = None) -> Needs:
+    """The batch's want list. `systems`: the systems that rate the messages, when the caller has them
+    already (the worker found each one while decoding); else looked up."""
+    systems = list(systems) if systems is not None else [system_for(m) for m in messages]
     players = sorted({p for m, s in zip(messages, systems, strict=True) for p in s.players(m.payload)})
     keys = {k for m, s in zip(messages, systems, strict=True) for k in s.state_keys(m.payload)}
     queries = {i: q for i, (m, s) in enumerate(zip(messages, systems, strict=True))

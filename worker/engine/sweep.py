@@ -55,22 +55,27 @@ class SweepProgress:
     longest_chunk_s: float = 0.0
 
 
-def is_sweep(message: Message) -> bool:
-    """A message its system applies as a sweep (its type is the sweep's, not one the system rates)."""
-    system = system_for(message)
+def is_sweep(message: Message, system: RatingSystem | None = None) -> bool:
+    """A message its system applies as a sweep (its type is the sweep's, not one the system rates);
+    `system`: the one that rates it, when the caller has it."""
+    system = system if system is not None else system_for(message)
     return system is not None and system.sweep is not None and message.type == system.sweep.kind
 
 
-def segments(messages: Sequence[Message]) -> list[tuple[bool, list[Message]]]:
-    """The messages cut into runs: (False, a batch of ordinary messages) or (True, [one sweep]), in order."""
-    out: list[tuple[bool, list[Message]]] = []
-    for m in messages:
-        if is_sweep(m):
-            out.append((True, [m]))
+def segments(messages: Sequence[Message], systems: Sequence[RatingSystem] | None = None
+             ) -> list[tuple[bool, list[Message], list[RatingSystem]]]:
+    """The messages cut into runs, in order: (False, a batch of ordinary messages, their systems) or (True,
+    [one sweep], [its system]). `systems`: the systems that rate them, when the caller has them."""
+    systems = list(systems) if systems is not None else [system_for(m) for m in messages]
+    out: list[tuple[bool, list[Message], list[RatingSystem]]] = []
+    for m, s in zip(messages, systems, strict=True):
+        if is_sweep(m, s):
+            out.append((True, [m], [s]))
         elif out and not out[-1][0]:
             out[-1][1].append(m)
+            out[-1][2].append(s)
         else:
-            out.append((False, [m]))
+            out.append((False, [m], [s]))
     return out
 
 
@@ -86,17 +91,18 @@ class Step:
 
 
 def steps(store: StateStore, messages: Sequence[Message], published: Published | None = None,
-          chunk: int = CHUNK, after_chunk: Callable[[int], None] | None = None, predict: bool = False) -> list[Step]:
+          chunk: int = CHUNK, after_chunk: Callable[[int], None] | None = None, predict: bool = False,
+          systems: Sequence[RatingSystem] | None = None) -> list[Step]:
     """The messages' steps, in order: runs of ordinary messages as batches, each sweep in chunks (its
-    chunks handed to `published` as they commit, when given)."""
+    chunks handed to `published` as they commit, when given). `systems` as for `segments`."""
     out = []
-    for sweep, run in segments(messages):
+    for sweep, run, rated_by in segments(messages, systems):
         if sweep:
             progress = SweepProgress()
-            out.append(Step(run, partial(apply_sweep, store, run[0], published, chunk, progress, after_chunk),
-                            run[0], progress))
+            out.append(Step(run, partial(apply_sweep, store, run[0], published, chunk, progress, after_chunk,
+                                         rated_by[0]), run[0], progress))
         else:
-            out.append(Step(run, partial(apply_batch, store, run, predict=predict)))
+            out.append(Step(run, partial(apply_batch, store, run, predict=predict, systems=rated_by)))
     return out
 
 
@@ -113,10 +119,11 @@ async def apply_messages(store: StateStore, messages: Sequence[Message], publish
 
 async def apply_sweep(store: StateStore, message: Message, published: Published | None = None,
                       chunk: int = CHUNK, progress: SweepProgress | None = None,
-                      after_chunk: Callable[[int], None] | None = None) -> BatchResult:
+                      after_chunk: Callable[[int], None] | None = None,
+                      system: RatingSystem | None = None) -> BatchResult:
     """Apply one sweep message (see the module docstring). `after_chunk(n)` is called after the n-th
-    chunk's commit (the test-only fault seam)."""
-    system = system_for(message)
+    chunk's commit (the test-only fault seam); `system`: its system, when the caller has it."""
+    system = system if system is not None else system_for(message)
     assert system is not None and system.sweep is not None
     progress = progress if progress is not None else SweepProgress()
     ident = (message.source, message.id)

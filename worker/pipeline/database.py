@@ -64,10 +64,11 @@ class DatabaseStage:
             raise
 
     async def _until_committed(self, b: Batch, reason: str) -> BatchResult:
-        if any(is_sweep(m) for m in b.good):
+        if any(is_sweep(item.message, item.system) for item in b.items):
             return await self._with_sweeps(b, reason)
         await self._plan(b)
-        result = await self._retried(b, reason, lambda: apply_batch(self.store, b.good, hooks=b, plan=b.plan))
+        result = await self._retried(b, reason, lambda: apply_batch(self.store, b.good, hooks=b, plan=b.plan,
+                                                                    systems=b.systems))
         b.committed()
         return result
 
@@ -114,7 +115,8 @@ class DatabaseStage:
         await b.after_previous()
         result = BatchResult()
         published = self._chunk_committed if self.publish is not None else None
-        for step in steps(self.store, b.good, published, self.sweep_chunk, self.faults_after_chunk):
+        for step in steps(self.store, b.good, published, self.sweep_chunk, self.faults_after_chunk,
+                          systems=b.systems):
             started = time.perf_counter()
             part = await self._retried(b, reason, step.apply)
             if step.sweep is not None:
@@ -139,7 +141,7 @@ class DatabaseStage:
         try:
             if b.prev is not None and not b.prev.is_committed:
                 await b.prev.planned.wait()
-            b.plan = await plan_batch(self.store, b.good, b.earlier_plans())
+            b.plan = await plan_batch(self.store, b.good, b.earlier_plans(), b.systems)
         except Exception as exc:  # noqa: BLE001 - the batch is then computed under its locks, where errors surface
             log(logger, logging.INFO, "planning failed, computing under the locks", error=repr(exc))
         finally:

@@ -59,6 +59,7 @@ class Batch:
         self.prev = prev
         self.items, self.dead, self.offsets = items, dead, offsets
         self.good: list[Message] = [item.message for item in items]  # what the engine applies
+        self.systems: list[RatingSystem] = [item.system for item in items]  # found while decoding
         self.timestamps = timestamps  # every record's timestamp (ms), for the record latency
         self.started = started
         self.stage = Stage.WAITING
