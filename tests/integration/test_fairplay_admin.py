@@ -127,8 +127,8 @@ async def test_player_command_charts_each_rating_in_the_terminals_width_and_plot
     # The picture's data is the stored history (the figure's data, not its pixels).
     import asyncpg as pg
 
-    from worker.commands import chart, plot
     from worker.store.queries import QUERIES
+    from worker.terminal import chart, plot
 
     conn = await pg.connect(database_url)
     try:

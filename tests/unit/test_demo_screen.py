@@ -1,4 +1,4 @@
-"""The demo's screen (worker.commands.demo_screen) fits the terminal it is drawn for, every section in it."""
+"""The demo's screen (worker.terminal.demo_screen) fits the terminal it is drawn for, every section in it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 import pytest
 from rich.console import Console
 
-from worker.commands.demo_screen import Entry, Mover, Snapshot, screen
 from worker.ratings.csr import CATEGORIES
+from worker.terminal.demo_screen import Entry, Mover, Snapshot, screen
 
 
 def _snapshot(log_path: str = "/tmp/rating-worker-demo-4242.log", established: int = 10) -> Snapshot:

@@ -92,7 +92,7 @@ def test_when_results_say_nothing_of_the_ratings_the_evaluation_says_so():
 
 def test_the_command_prints_json_and_draws_the_calibration(tmp_path):
     pytest.importorskip("matplotlib")
-    from worker.commands.plot import calibration_figure
+    from worker.terminal.plot import calibration_figure
 
     source, picture = tmp_path / "history.jsonl", tmp_path / "calibration.png"
     source.write_bytes(b"".join(line + b"\n" for line in _history(3_000, seed=9)))
@@ -228,7 +228,7 @@ def test_a_params_file_that_cannot_be_used_is_refused_before_the_replay(tmp_path
 
 def test_the_calibration_of_several_runs_keeps_a_colour_per_category_and_a_style_per_run():
     pytest.importorskip("matplotlib")
-    from worker.commands.plot import calibration_figure
+    from worker.terminal.plot import calibration_figure
 
     one = list(_evaluated(_history(2_000, seed=9)).values())
     fig = calibration_figure({"declared": one, "white-150": one})

@@ -1,7 +1,7 @@
 """What the operator's commands print: ranks, and tables that fit the terminal without losing a character."""
 
 from worker.commands.leaderboard import ranks
-from worker.commands.operator import table
+from worker.terminal.table import table
 
 
 def test_equal_ratings_share_a_rank_and_the_next_says_how_many_are_above():

@@ -1,5 +1,5 @@
-"""A player's ratings at a glance: the terminal's sparkline (worker.commands.chart) and the picture
-(worker.commands.plot), checked by their data, not their pixels."""
+"""A player's ratings at a glance: the terminal's sparkline (worker.terminal.chart) and the picture
+(worker.terminal.plot), checked by their data, not their pixels."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from worker.commands.chart import BLOCKS, PEAK_MARK, Point, Series, render, series_from_rows, sparkline
+from worker.terminal.chart import BLOCKS, PEAK_MARK, Point, Series, render, series_from_rows, sparkline
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -79,7 +79,7 @@ def test_a_floor_that_rose_into_the_line_is_said_with_its_value_not_as_its_botto
 
 def test_the_picture_has_a_panel_per_system_a_line_per_category_and_the_rd_band(tmp_path):
     pytest.importorskip("matplotlib")
-    from worker.commands import plot
+    from worker.terminal import plot
 
     blitz = _series([1500.0, 1550.0, 1530.0], rds=[350.0, 200.0, 150.0])
     rapid = _series([1500.0, 1480.0], rds=[350.0, 250.0], category="rapid")
@@ -109,7 +109,7 @@ def test_the_picture_has_a_panel_per_system_a_line_per_category_and_the_rd_band(
 
 def test_a_rating_with_a_single_change_is_a_dot_with_its_rd_bar():
     pytest.importorskip("matplotlib")
-    from worker.commands import plot
+    from worker.terminal import plot
 
     fig = plot.figure("newcomer", [_series([1500.0], rds=[350.0])])
     (ax,) = fig.axes

@@ -1,4 +1,4 @@
-"""The long commands' progress (worker.commands.progress): a bar on a terminal, plain lines otherwise."""
+"""The long commands' progress (worker.terminal.progress): a bar on a terminal, plain lines otherwise."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 
 import pyte
 
-from worker.commands.progress import Progress, file_position
+from worker.terminal.progress import Progress, file_position
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

@@ -25,12 +25,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from worker.commands.operator import UsageError, command, database_url
-from worker.commands.progress import Progress
 from worker.commands.replay import decode_line, report_chunk
 from worker.engine import apply_messages
 from worker.ratings.inputs import Message
 from worker.store.bulk import BulkStore, Position
 from worker.store.queries import QUERIES
+from worker.terminal.progress import Progress
 
 HEAD_BYTES = 1 << 20  # a file is known by the digest of its first MiB
 # Messages per transaction (docs/performance.md, backfill): 10,000 was the fastest on 100,000 CSR games

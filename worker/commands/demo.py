@@ -28,10 +28,10 @@ from rich.live import Live
 
 from worker import config as config_mod
 from worker import kafka_clients
-from worker.commands.demo_screen import MOVERS_SHOWN, Entry, Mover, Snapshot, screen
 from worker.observability import setup_logging
 from worker.ratings.csr import CATEGORIES
 from worker.store.queries import QUERIES
+from worker.terminal.demo_screen import MOVERS_SHOWN, Entry, Mover, Snapshot, screen
 
 DEMO_SOURCE = "/demo/game-server"
 TIME_CONTROLS = [

@@ -9,16 +9,9 @@ import sys
 import time
 
 from worker import config as config_mod
-from worker.commands.operator import (
-    UsageError,
-    add_common,
-    command,
-    emit,
-    kafka_settings,
-    table,
-    terminal_width,
-)
+from worker.commands.operator import UsageError, add_common, command, emit, kafka_settings
 from worker.contract import deadletter
+from worker.terminal.table import table, terminal_width
 
 
 async def read_dead_letters(cfg: config_mod.Config, idle_s: float) -> list:

@@ -23,15 +23,16 @@ from dataclasses import asdict
 import orjson
 
 from worker.commands.evaluation import BUCKETS, COIN_LOG_LOSS, Scores, Tally, scores
-from worker.commands.operator import emit, table, terminal_width
-from worker.commands.plot import unknown_format
-from worker.commands.progress import Progress
+from worker.commands.operator import emit
 from worker.commands.replay import counted, decoded_lines, dedupe_window, fair_play_closures, report_chunk
 from worker.engine import apply_messages
 from worker.ratings.inputs import Message
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.registry import DECLARERS, rated_with, system_for
 from worker.store.stream import DEFAULT_DEDUPE_WINDOW_S, StreamStore
+from worker.terminal.plot import unknown_format
+from worker.terminal.progress import Progress
+from worker.terminal.table import table, terminal_width
 
 DECLARED = "declared"  # the label of the parameter sets as the systems declare them
 
@@ -246,7 +247,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _draw(runs: dict[str, list[Scores]], path: str) -> int:
-    from worker.commands.plot import PlotUnavailable, calibration_figure, write
+    from worker.terminal.plot import PlotUnavailable, calibration_figure, write
 
     if not any(runs.values()):
         print(f"rating-worker evaluate: --plot: nothing predicted, {path} not drawn", file=sys.stderr)

@@ -6,8 +6,9 @@ import argparse
 import textwrap
 import time
 
-from worker.commands.operator import UsageError, add_common, command, connect, emit, table, terminal_width
+from worker.commands.operator import UsageError, add_common, command, connect, emit
 from worker.store.queries import QUERIES
+from worker.terminal.table import table, terminal_width
 
 DAY_S = 86400.0
 

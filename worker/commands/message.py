@@ -10,20 +10,12 @@ from typing import Any
 import orjson
 
 from worker import config as config_mod
-from worker.commands.operator import (
-    UsageError,
-    add_common,
-    cell,
-    command,
-    connect,
-    emit,
-    table,
-    terminal_width,
-)
+from worker.commands.operator import UsageError, add_common, command, connect, emit
 from worker.contract import deadletter
 from worker.contract.binding import binary_attributes
 from worker.ratings.reasons import explain
 from worker.store.queries import QUERIES
+from worker.terminal.table import cell, table, terminal_width
 
 
 async def message(args: argparse.Namespace) -> int:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from worker.commands.operator import add_common, cell, command, connect, emit
+from worker.commands.operator import add_common, command, connect, emit
 from worker.store.queries import QUERIES
+from worker.terminal.table import cell
 
 
 async def outbox(args: argparse.Namespace) -> int:

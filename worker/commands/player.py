@@ -8,21 +8,13 @@ from typing import Any
 
 import orjson
 
-from worker.commands.chart import Series, render, series_from_rows
-from worker.commands.operator import (
-    UsageError,
-    add_common,
-    cell,
-    command,
-    connect,
-    emit,
-    table,
-    terminal_width,
-)
-from worker.commands.plot import unknown_format
+from worker.commands.operator import UsageError, add_common, command, connect, emit
 from worker.ratings.reasons import explain
 from worker.ratings.registry import RATINGS
 from worker.store.queries import QUERIES
+from worker.terminal.chart import Series, render, series_from_rows
+from worker.terminal.plot import unknown_format
+from worker.terminal.table import cell, table, terminal_width
 
 CHART_WIDTH = 80  # the charts' width when the output is not a terminal
 CHARTED = 1_000  # changes read per rating for the terminal's chart (a line of a few hundred columns at most)
@@ -92,7 +84,7 @@ async def player(args: argparse.Namespace) -> int:
 
 
 def _plot(player_id: str, series: list[Series], path: str) -> None:
-    from worker.commands.plot import PlotUnavailable, figure, write  # matplotlib only when asked for
+    from worker.terminal.plot import PlotUnavailable, figure, write  # matplotlib only when asked for
 
     if not series:
         raise UsageError(f"--plot: {player_id!r} has no rating changes to draw")

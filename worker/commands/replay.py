@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import BinaryIO
 
 from worker.commands.operator import UsageError, command, database_url
-from worker.commands.progress import Progress
 from worker.contract.decode import decode_rateable
 from worker.contract.reasons import BadMessage
 from worker.engine import apply_messages
@@ -25,6 +24,7 @@ from worker.ratings.inputs import Message
 from worker.ratings.registry import system_for
 from worker.store.base import StateStore
 from worker.store.stream import DEFAULT_DEDUPE_WINDOW_S, StreamStore
+from worker.terminal.progress import Progress
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

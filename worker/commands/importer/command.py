@@ -29,9 +29,9 @@ from worker.commands.importer.send import (
     to_broker,
     to_database,
 )
-from worker.commands.progress import Progress
 from worker.config import mask_url
 from worker.contract.times import parse_time
+from worker.terminal.progress import Progress
 
 
 def _summary(args, counts: Counts, elapsed: float, mode: str, out: IO[str]) -> None:

@@ -20,8 +20,8 @@ from worker.commands.importer.read import (
     read_csv,
     read_jsonl,
 )
-from worker.commands.progress import Progress
 from worker.config import mask_url
+from worker.terminal.progress import Progress
 
 
 @dataclass

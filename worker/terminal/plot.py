@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from worker.commands.chart import Series
-from worker.commands.evaluation import Scores
+from worker.terminal.chart import Series
+
+if TYPE_CHECKING:  # a type of the command's: only named here
+    from worker.commands.evaluation import Scores
 
 BAND_RDS = 2.0  # the band is rating +/- 2 RD
 FORMATS = (".png", ".svg", ".pdf")  # what write() can write, told by the file name

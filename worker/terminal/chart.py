@@ -1,5 +1,5 @@
 """A rating's history at a glance: a sparkline per rating for the terminal (`rating-worker player`), and
-the series both it and the picture (worker.commands.plot) are drawn from. Pure: values in, text out.
+the series both it and the picture (worker.terminal.plot) are drawn from. Pure: values in, text out.
 
 The sparkline's scale runs from the lowest rating to the peak (a floor far below would squeeze the line
 into its top blocks); the peak's column is marked below the line with its value, and so is the floor:
