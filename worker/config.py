@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass, fields
 from urllib.parse import parse_qs, urlparse
 
+from worker.contract.types import default_topics
+
 
 class ConfigError(ValueError):
     pass
@@ -36,8 +38,7 @@ def mask_url(url: str) -> str:
 class Config:
     database_url: str = ""
     kafka_bootstrap_servers: str = ""
-    kafka_input_topics: tuple[str, ...] = (
-        "games.finished", "events.finished", "puzzles.attempted", "accounts.closed", "ratings.imported")
+    kafka_input_topics: tuple[str, ...] = default_topics()  # each input type's (worker.contract.types)
     kafka_output_topic: str = "ratings.changed"
     kafka_dlq_topic: str = "ratings.dlq"
     kafka_group_id: str = "rating-worker"

@@ -401,7 +401,7 @@ import atheris
 with atheris.instrument_imports(include=["worker"]):
     import worker.contract.decode as m
 m._ENVELOPE = atheris.instrument_func(m._ENVELOPE)
-m._TYPES = {t: (atheris.instrument_func(v), b, f) for t, (v, b, f) in m._TYPES.items()}
+m._TYPES = {t: (atheris.instrument_func(v), *rest) for t, (v, *rest) in m._TYPES.items()}
 from tests.property.test_fuzz_decoder import check
 atheris.Setup(sys.argv, check)
 atheris.Fuzz()

@@ -49,11 +49,12 @@ from typing import Any
 import orjson
 
 from worker.contract.binding import binary_attributes
-from worker.contract.fastcheck import DATA_CHECKS, envelope_surely_valid
-from worker.contract.payloads import BUILDERS, new_message
+from worker.contract.fastcheck import envelope_surely_valid
+from worker.contract.payloads import new_message
 from worker.contract.reasons import BadMessage, field_name, schema_reason, show
 from worker.contract.schemas import SchemaError, compile_schema
 from worker.contract.times import MIN_TIME, MIN_TIME_TEXT, parse_normalized
+from worker.contract.types import INPUT_TYPES, INPUTS, OUTPUT_TYPE
 from worker.ratings.inputs import Message, RatingImported
 from worker.ratings.registry import system_for
 from worker.ratings.system import RatingSystem
@@ -63,13 +64,11 @@ __all__ = ["INPUT_TYPES", "MAX_AHEAD", "MAX_BYTES", "MAX_DEPTH", "OUTPUT_TYPE", 
 MAX_BYTES = 1_048_576  # the default of MAX_MESSAGE_BYTES (worker.config): the pipeline passes its own
 MAX_DEPTH = 1024  # the deepest JSON nesting orjson parses (its fixed limit): deeper is invalid_json
 MAX_AHEAD = 86_400.0  # seconds: no time in `data` may be more than this after the envelope's `time`
-INPUT_TYPES = ("game.finished", "event.finished", "puzzle.attempted", "account.closed", "rating.imported",
-               "rating.period_closed")
-OUTPUT_TYPE = "rating.changed"
 
 _ENVELOPE = compile_schema("envelope")
-# type -> (data validator, payload builder, hand-written check of the usual shape or None)
-_TYPES = {t: (compile_schema(t), BUILDERS[t], DATA_CHECKS.get(t)) for t in INPUT_TYPES}
+# type -> (data validator, payload builder, hand-written check of the usual shape or None, cause field),
+# from the types' declarations (worker.contract.types)
+_TYPES = {t.name: (compile_schema(t.name), t.build, t.surely_valid, t.cause_field) for t in INPUTS}
 
 
 def _not_ahead(epoch: float, text: str, field: str, envelope: str, envelope_text: str) -> None:
@@ -245,7 +244,7 @@ def _decode_event(event: dict, nul: bool) -> Message:
             raise BadMessage(
                 "invalid_envelope", f"time: must not be before {MIN_TIME_TEXT} (got {envelope_text})"
             )
-    validate, build, surely_valid = entry
+    validate, build, surely_valid, cause_field = entry
     data = event["data"]
     if surely_valid is None or not surely_valid(data):
         try:
@@ -256,18 +255,9 @@ def _decode_event(event: dict, nul: bool) -> Message:
         _reject_nul(event)
     payload, cause_at, cause_time, ref = build(data)
     if cause_time[:10] > envelope_text[:10]:
-        _not_ahead(cause_at, cause_time, f"data.{_CAUSE_FIELDS[type_]}", time, envelope_text)
+        _not_ahead(cause_at, cause_time, f"data.{cause_field}", time, envelope_text)
     if payload.__class__ is RatingImported and payload.last_played_at is not None:
         last_at, last_text = parse_normalized(data["last_played_at"])
         _not_ahead(last_at, last_text, "data.last_played_at", time, envelope_text)
     return new_message(event["source"], event["id"], type_, cause_time, payload, ref)
 
-
-_CAUSE_FIELDS = {
-    "game.finished": "finished_at",
-    "event.finished": "finished_at",
-    "puzzle.attempted": "attempted_at",
-    "account.closed": "closed_at",
-    "rating.imported": "imported_at",
-    "rating.period_closed": "closed_at",
-}

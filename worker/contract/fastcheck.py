@@ -86,4 +86,3 @@ def game_surely_valid(data: dict) -> bool:
 
 
 # type -> the fast check of its `data` (types without one always take the schema's validator)
-DATA_CHECKS = {"game.finished": game_surely_valid}

@@ -1,4 +1,5 @@
-"""Payload builders: a `data` dict its schema accepted -> (payload, cause time, cause time text, ref).
+"""Payload builders, one per input type (worker.contract.types declares which is whose): a `data` dict its
+schema accepted -> (payload, cause time, cause time text, ref).
 
 The payloads are the plain values of worker.ratings.inputs: times as epoch seconds, numbers as real
 ints and floats. A time in `data` that the schema's regex let through but that is not a real date and
@@ -28,7 +29,8 @@ from worker.ratings.inputs import (
     TurboPlayer,
 )
 
-__all__ = ["BUILDERS", "new_message", "time_of"]
+__all__ = ["account_closed", "event_finished", "game_finished", "new_message", "period_closed", "puzzle_attempted",
+           "rating_imported", "time_of"]
 
 
 def time_of(text: str, field: str) -> tuple[float, str]:
@@ -86,7 +88,7 @@ new_message = _positional_constructor(Message)
 _TIME_CONTROLS: dict[tuple, TimeControl] = {}
 
 
-def _game(d: dict) -> tuple[GameFinished, float, str, str]:
+def game_finished(d: dict) -> tuple[GameFinished, float, str, str]:
     tc = d["time_control"]
     days = tc.get("days_per_move")
     key = (days,) if days is not None else (tc["base_seconds"], tc["increment_seconds"])
@@ -126,7 +128,7 @@ def _game(d: dict) -> tuple[GameFinished, float, str, str]:
     )
 
 
-def _event(d: dict) -> tuple[EventFinished, float, str, str]:
+def event_finished(d: dict) -> tuple[EventFinished, float, str, str]:
     finished_at, text = time_of(d["finished_at"], "data.finished_at")
     kind = d["kind"]
     listed: set[str] = set()
@@ -193,7 +195,7 @@ def _event(d: dict) -> tuple[EventFinished, float, str, str]:
     )
 
 
-def _puzzle(d: dict) -> tuple[PuzzleAttempted, float, str, str]:
+def puzzle_attempted(d: dict) -> tuple[PuzzleAttempted, float, str, str]:
     attempted_at, text = time_of(d["attempted_at"], "data.attempted_at")
     puzzle_id = d["puzzle_id"]
     return (
@@ -215,12 +217,12 @@ def _puzzle(d: dict) -> tuple[PuzzleAttempted, float, str, str]:
     )
 
 
-def _closed(d: dict) -> tuple[AccountClosed, float, str, None]:
+def account_closed(d: dict) -> tuple[AccountClosed, float, str, None]:
     closed_at, text = time_of(d["closed_at"], "data.closed_at")
     return AccountClosed(d["player_id"], d["reason"], closed_at), closed_at, text, None
 
 
-def _imported(d: dict) -> tuple[RatingImported, float, str, None]:
+def rating_imported(d: dict) -> tuple[RatingImported, float, str, None]:
     imported_at, text = time_of(d["imported_at"], "data.imported_at")
     if d["system"] == fide.NAME and d["rating"] < fide.lowest_listed(text[:7]):
         raise BadMessage("invalid_rule", f"data.rating: {show(d['rating'])} is not a listed FIDE rating on the "
@@ -254,19 +256,10 @@ def _imported(d: dict) -> tuple[RatingImported, float, str, None]:
     )
 
 
-def _period_closed(d: dict) -> tuple[PeriodClosed, float, str, str]:
+def period_closed(d: dict) -> tuple[PeriodClosed, float, str, str]:
     # closed_at may be any time, FIDE's closing date (3 days before the list) included: no rule reads it
     # (inactivity counts from the list's own date), and a list is applied where the stream meets it.
     closed_at, text = time_of(d["closed_at"], "data.closed_at")
     listed = d["list"]
     return PeriodClosed(d["system"], listed, closed_at), closed_at, text, listed
 
-
-BUILDERS = {
-    "game.finished": _game,
-    "event.finished": _event,
-    "puzzle.attempted": _puzzle,
-    "account.closed": _closed,
-    "rating.imported": _imported,
-    "rating.period_closed": _period_closed,
-}
