@@ -1,4 +1,4 @@
-"""`rating-worker evaluate`: the scores of predictions (worker.commands.evaluation), CSR's prediction, and
+"""`rating-worker evaluate`: the scores of predictions (worker.offline.evaluation), CSR's prediction, and
 the evaluation of a generated history whose true strengths are known (and of one where they say nothing)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from worker.commands.demo import GameStream
 from worker.commands.evaluate import evaluate
-from worker.commands.evaluation import COIN_LOG_LOSS, Tally, scores
+from worker.offline.evaluation import COIN_LOG_LOSS, Tally, scores
 from worker.ratings import csr
 from worker.ratings.inputs import GameFinished, TimeControl
 from worker.ratings.state import RatingState, StateKey

@@ -6,9 +6,9 @@
 - importer: `rating-worker import FILE` (a package: reading, checking, sending, the command)
 - fide: `rating-worker fide close-period YYYY-MM` (FIDE's monthly list, as the platform's scheduler sends it)
 - player, message, leaderboard, outbox, dlq: the operator's commands (operator: what they share)
-- beside them: evaluation (the scores of predictions), ratings_page and settings_page (the pages `docs`
-  writes: docs/ratings.md, docs/configuration.md); what the commands show people (progress, tables,
-  charts, plots, the demo's screen) is worker.terminal's
+- beside them: ratings_page and settings_page (the pages `docs` writes: docs/ratings.md,
+  docs/configuration.md). What the commands show people (progress, tables, charts, plots, the demo's
+  screen) is worker.terminal's; a history read and rated (replay, backfill, evaluate) is worker.offline's
 
 worker/cli.py builds the parser from COMMANDS, in this order (the order of `rating-worker --help`), importing
 only the module of the command asked for: `rating-worker replay` need not load Kafka's, PostgreSQL's and the

@@ -25,8 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from worker.commands.operator import UsageError, command, database_url
-from worker.commands.replay import decode_line, report_chunk
-from worker.engine import apply_messages
+from worker.offline.history import decode_line, rated_chunks, report_chunk
 from worker.ratings.inputs import Message
 from worker.store.bulk import BulkStore, Position
 from worker.store.queries import QUERIES
@@ -192,39 +191,31 @@ async def _rate_and_write(store: BulkStore, reader: HistoryReader, origin: Posit
     """Rate the reader's messages in engine batches and hand the store a chunk to write every `chunk`
     messages, with the position reached; the last with the file's end."""
     first = reader.line
-    pending: list[Message] = []
-    numbers: list[int] = []
     since_flush = flushes = 0
 
-    async def rate() -> None:
-        nonlocal since_flush
-        result = await apply_messages(store, pending)
-        report_chunk(store, pending, numbers, result, shown)
-        tally.outcomes.update(m.status for m in result.messages)
-        tally.changes += len(result.records)
-        since_flush += len(pending)
-        pending.clear()
-        numbers.clear()
+    def messages() -> Iterator[tuple[int, Message]]:
+        for number, message in reader:
+            tally.lines, tally.read = number, number - first
+            if message is None:
+                tally.bad += 1
+            else:
+                yield number, message
 
-    for number, message in reader:
-        tally.lines, tally.read = number, number - first
-        if message is None:
-            tally.bad += 1
+    async for rated in rated_chunks(messages(), store, BATCH):
+        report_chunk(store, rated.messages, rated.numbers, rated.result, shown)
+        tally.outcomes.update(m.status for m in rated.result.messages)
+        tally.changes += len(rated.result.records)
+        since_flush += len(rated.messages)
+        if len(rated.messages) < BATCH:  # the file's last chunk, shorter: written with the file's end below
             continue
-        pending.append(message)
-        numbers.append(number)
-        if len(pending) >= BATCH:
-            await rate()
-            shown.tick()
-            if since_flush >= chunk:
-                await store.flush(reader.position(origin.head_digest, origin.name))
-                since_flush = 0
-                flushes += 1
-                if stop_after is not None and flushes >= stop_after:
-                    await store.written_so_far()
-                    raise Interrupted(f"stopped after {flushes} chunks")
-    if pending:
-        await rate()
+        shown.tick()
+        if since_flush >= chunk:
+            await store.flush(reader.position(origin.head_digest, origin.name))
+            since_flush = 0
+            flushes += 1
+            if stop_after is not None and flushes >= stop_after:
+                await store.written_so_far()
+                raise Interrupted(f"stopped after {flushes} chunks")
     await store.flush(reader.position(origin.head_digest, origin.name, finished=True))
     await store.written_so_far()
 

@@ -4,7 +4,7 @@ It replays the history as `replay` does (the same engine, the streaming store, t
 engine says what each message's system expected of it just before rating it (RatingSystem.predict: CSR,
 FIDE and US Chess White's expected score of each game, TSR each field comparison, ChessKite and Chess Tempo
 the player's against the puzzle), against the ratings of every message before it; each prediction of a message applied is scored
-against the result (worker.commands.evaluation). `--params` replays the history again per what-if, its
+against the result (worker.offline.evaluation). `--params` replays the history again per what-if, its
 systems declared from those parameters for every message (registry.rated_with), and the runs are shown side
 by side.
 """
@@ -17,15 +17,14 @@ import dataclasses
 import os
 import sys
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 
 import orjson
 
-from worker.commands.evaluation import BUCKETS, COIN_LOG_LOSS, Scores, Tally, scores
 from worker.commands.operator import emit
-from worker.commands.replay import counted, decoded_lines, dedupe_window, fair_play_closures, report_chunk
-from worker.engine import apply_messages
+from worker.offline import history
+from worker.offline.evaluation import BUCKETS, COIN_LOG_LOSS, Scores, Tally, scores
 from worker.ratings.inputs import Message
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.registry import DECLARERS, rated_with, system_for
@@ -88,30 +87,22 @@ async def evaluate(lines: Iterable[bytes], store: StreamStore, errors=sys.stderr
     counts = counts if counts is not None else {}
     counts.setdefault("lines", 0)
     counts.setdefault("predicted", 0)
-    pending: list[Message] = []
-    numbers: list[int] = []
 
-    async def flush() -> None:
-        result = await apply_messages(store, pending, predict=True)
+    def messages() -> Iterator[tuple[int, Message]]:
+        for number, message in history.decoded_lines(lines, errors):
+            counts["lines"] = number
+            yield number, message
+
+    async for rated in history.rated_chunks(messages(), store, chunk, predict=True):
+        result = rated.result
         for i, (outcome, predictions) in enumerate(zip(result.messages, result.predictions, strict=True)):
             if predictions and outcome.status == "applied":
-                system = system_for(pending[i])
+                system = system_for(rated.messages[i])
                 for p in predictions:
                     tallies.setdefault((system.name, p.category), Tally()).add(p.expected, p.observed)
                 counts["predicted"] += 1
-        report_chunk(store, pending, numbers, result, errors)
-        pending.clear()
-        numbers.clear()
+        history.report_chunk(store, rated.messages, rated.numbers, result, errors)
         tick()
-
-    for number, message in decoded_lines(lines, errors):
-        counts["lines"] = number
-        pending.append(message)
-        numbers.append(number)
-        if len(pending) >= chunk:
-            await flush()
-    if pending:
-        await flush()
     return [scores(system, category, t) for (system, category), t in sorted(tallies.items())]
 
 
@@ -222,7 +213,7 @@ def main(args: argparse.Namespace) -> int:
         if source.seekable():  # a file is read twice, its fair-play closures first (as replay reads it)
             first = progress(f"evaluate {name}, closures")
             try:
-                watched = fair_play_closures(counted(source, counts, first))
+                watched = history.fair_play_closures(history.counted(source, counts, first))
             finally:
                 first.end()
         for label, chosen in [(DECLARED, {}), *what_ifs]:
@@ -275,7 +266,7 @@ def add_parser(sub) -> None:
     p.add_argument("file", help="input file, '-' for stdin")
     p.add_argument("--plot", metavar="FILE", help="also draw the calibration to FILE (.png, .svg or .pdf; needs "
                                                   "the [plot] extra)")
-    p.add_argument("--dedupe-window", type=dedupe_window, default=DEFAULT_DEDUPE_WINDOW_S, metavar="DURATION",
+    p.add_argument("--dedupe-window", type=history.dedupe_window, default=DEFAULT_DEDUPE_WINDOW_S, metavar="DURATION",
                    help="as for replay (default 7d)")
     p.add_argument("--params", action="append", metavar="FILE",
                    help="replay again with these parameters and compare (repeatable): a JSON object of system -> "

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from worker.terminal.chart import Series
 
-if TYPE_CHECKING:  # a type of the command's: only named here
-    from worker.commands.evaluation import Scores
+if TYPE_CHECKING:  # only named here
+    from worker.offline.evaluation import Scores
 
 BAND_RDS = 2.0  # the band is rating +/- 2 RD
 FORMATS = (".png", ".svg", ".pdf")  # what write() can write, told by the file name
