@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from worker.commands.operator import UsageError, command, database_url
 from worker.offline.history import decode_line, rated_chunks, report_chunk
 from worker.ratings.inputs import Message
-from worker.store.bulk import BulkStore, Position
-from worker.store.queries import QUERIES
+from worker.store.bulk import BulkStore, Position, backfill_runs, backfill_written, lock_backfill
 from worker.terminal.progress import Progress
 
 HEAD_BYTES = 1 << 20  # a file is known by the digest of its first MiB
@@ -118,7 +117,7 @@ def prefix_digest(path: str, size: int) -> str | None:
 async def where_to_start(conn, path: str, head: str, name: str, publish: bool) -> Position | None:
     """Where this file's backfill starts: None from its first line, a Position to resume from (finished:
     nothing is left to do); a BackfillError when the database, or the file, is not one to backfill."""
-    runs = await conn.fetch(QUERIES["backfill_runs"])
+    runs = await backfill_runs(conn)
     mine = next((r for r in runs if r["head_digest"] == head), None)
     others = [r for r in runs if r["head_digest"] != head and r["finished_at"] is None]
     if others and others[0]["name"] == name:
@@ -127,7 +126,7 @@ async def where_to_start(conn, path: str, head: str, name: str, publish: bool) -
     if others:
         raise BackfillError(f"{others[0]['name']} is backfilled only part way ({others[0]['lines_done']:,} lines): "
                             f"finish it first (rating-worker backfill {others[0]['name']})")
-    processed, anything = await conn.fetchrow(QUERIES["backfill_written"])
+    processed, anything = await backfill_written(conn)
     if processed != sum(r["processed"] for r in runs) or (anything and not runs):
         raise BackfillError("this database holds ratings that no backfill wrote (a worker ran on it?): a history "
                             "is backfilled into an empty database, before the worker goes live")
@@ -157,7 +156,7 @@ async def backfill(path: str, url: str, chunk: int = CHUNK, publish: bool = Fals
     tally = Tally()
     guard = await connect(url)
     try:
-        if not await guard.fetchval(QUERIES["backfill_lock"]):
+        if not await lock_backfill(guard):
             raise BackfillError("another backfill is running on this database")
         start = await where_to_start(guard, path, head, name, publish)
         if start is not None and start.finished:

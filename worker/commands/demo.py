@@ -30,7 +30,7 @@ from worker import config as config_mod
 from worker import kafka_clients
 from worker.observability import setup_logging
 from worker.ratings.csr import CATEGORIES
-from worker.store.queries import QUERIES
+from worker.store.reads import OperatorReads
 from worker.terminal.demo_screen import MOVERS_SHOWN, Entry, Mover, Snapshot, screen
 
 DEMO_SOURCE = "/demo/game-server"
@@ -126,7 +126,7 @@ class Watch:
 
     def __init__(self, pool, metrics, counts: dict, dead_letters: DeadLetterWatch, metrics_url: str,
                  log_path: str) -> None:
-        self.pool, self.metrics, self.counts, self.dead_letters = pool, metrics, counts, dead_letters
+        self.reads, self.metrics, self.counts, self.dead_letters = OperatorReads(pool), metrics, counts, dead_letters
         self.metrics_url, self.log_path = metrics_url, log_path
         self.started = time.monotonic()
         self.last: tuple[float, int, float] | None = None  # (when, sent, handled) at the previous snapshot
@@ -140,14 +140,14 @@ class Watch:
         span = max(now - when, 1e-9)
         self.last = (now, sent, handled)
         lag_samples = [s.value for m in self.metrics.consumer_lag.collect() for s in m.samples]
-        status = await self.pool.fetchrow(QUERIES["demo_status"])
+        status = await self.reads.demo_status()
         self.watermarks.append((now, status["newest_change"]))
         while len(self.watermarks) > 1 and self.watermarks[1][0] <= now - MOVERS_WINDOW_S:
             self.watermarks.popleft()
-        movers = await self.pool.fetch(QUERIES["provisional_movers"], self.watermarks[0][1], MOVERS_SHOWN)
+        movers = await self.reads.provisional_movers(self.watermarks[0][1], MOVERS_SHOWN)
         boards = {}
         for category in CATEGORIES:
-            rows = await self.pool.fetch(QUERIES["leaderboard"], "csr", category, 10)
+            rows = await self.reads.leaderboard("csr", category, 10)
             boards[category] = [Entry(r["player_id"], r["rating"], r["rd"]) for r in rows]
         return Snapshot(
             games_sent=self.counts["games"], sent_per_s=(sent - sent_before) / span,
@@ -274,7 +274,7 @@ async def _caught_up(pool, metrics, counts: dict) -> bool:
     and every game's offset committed with it (processed ids are written in the batch's transaction)."""
     sent = counts["games"] + counts["duplicates"] + counts["bad"]
     return (_total(metrics.messages) >= sent
-            and await pool.fetchval(QUERIES["demo_processed"], DEMO_SOURCE) >= counts["games"])
+            and await OperatorReads(pool).processed_from(DEMO_SOURCE) >= counts["games"])
 
 
 def main(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import textwrap
 import time
 
 from worker.commands.operator import UsageError, add_common, command, connect, emit
-from worker.store.queries import QUERIES
+from worker.store.reads import OperatorReads
 from worker.terminal.table import table, terminal_width
 
 DAY_S = 86400.0
@@ -48,11 +48,8 @@ async def leaderboard(args: argparse.Namespace) -> int:
     check_board(args.system, args.category)
     conn = await connect(args)
     try:
-        if args.active_days is None:
-            rows = await conn.fetch(QUERIES["leaderboard"], args.system, args.category, args.top)
-        else:
-            since = time.time() - args.active_days * DAY_S
-            rows = await conn.fetch(QUERIES["leaderboard_active"], args.system, args.category, args.top, since)
+        since = None if args.active_days is None else time.time() - args.active_days * DAY_S
+        rows = await OperatorReads(conn).leaderboard(args.system, args.category, args.top, active_since=since)
     finally:
         await conn.close()
     entries = [{"rank": rank, **dict(r)} for rank, r in zip(ranks([r["rating"] for r in rows]), rows, strict=True)]

@@ -14,21 +14,19 @@ from worker.commands.operator import UsageError, add_common, command, connect, e
 from worker.contract import deadletter
 from worker.contract.binding import binary_attributes
 from worker.ratings.reasons import explain
-from worker.store.queries import QUERIES
+from worker.store.reads import OperatorReads
 from worker.terminal.table import cell, table, terminal_width
 
 
 async def message(args: argparse.Namespace) -> int:
     conn = await connect(args)
     try:
-        row = await conn.fetchrow(QUERIES["message_processed"], args.source, args.id)
+        reads = OperatorReads(conn)
+        row = await reads.message_processed(args.source, args.id)
         changes, left_out = [], []
         if row is not None:
-            if row["ref"] is not None:
-                changes = await conn.fetch(QUERIES["message_changes_by_ref"], args.source, args.id, row["ref"])
-            else:
-                changes = await conn.fetch(QUERIES["message_changes_by_cause"], args.source, args.id)
-            left_out = await conn.fetch(QUERIES["message_unrated"], args.source, args.id)
+            changes = await reads.message_changes(args.source, args.id, row["ref"])
+            left_out = await reads.message_unrated(args.source, args.id)
     finally:
         await conn.close()
     if row is not None:

@@ -3,8 +3,8 @@
 configuration or connection problem ends (one line, exit 2 or 3): `command`, which `migrate` and `backfill`
 use too.
 
-Each command reads PostgreSQL (or the dead-letter topic) and changes nothing, except `dlq replay`. The
-SQL is in store/sql/queries.sql.
+Each command reads PostgreSQL (worker.store.reads: OperatorReads, every statement in
+store/sql/queries.sql) or the dead-letter topic, and changes nothing, except `dlq replay`.
 """
 
 from __future__ import annotations

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 
 from worker.commands.operator import add_common, command, connect, emit
-from worker.store.queries import QUERIES
+from worker.store.reads import OperatorReads
 from worker.terminal.table import cell
 
 
 async def outbox(args: argparse.Namespace) -> int:
     conn = await connect(args)
     try:
-        row = await conn.fetchrow(QUERIES["outbox_oldest"])
+        row = await OperatorReads(conn).outbox_oldest()
     finally:
         await conn.close()
     oldest = None

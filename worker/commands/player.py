@@ -11,7 +11,7 @@ import orjson
 from worker.commands.operator import UsageError, add_common, command, connect, emit
 from worker.ratings.reasons import explain
 from worker.ratings.registry import RATINGS
-from worker.store.queries import QUERIES
+from worker.store.reads import OperatorReads
 from worker.terminal.chart import Series, render, series_from_rows
 from worker.terminal.plot import unknown_format
 from worker.terminal.table import cell, table, terminal_width
@@ -31,17 +31,16 @@ async def player(args: argparse.Namespace) -> int:
         raise UsageError(f"--plot {why}")
     conn = await connect(args)
     try:
-        account = await conn.fetchrow(QUERIES["player_account"], args.player_id)
-        ratings = await conn.fetch(QUERIES["player_ratings"], args.player_id, list(RATINGS))
-        series = [] if args.json and not args.plot else series_from_rows(await conn.fetch(
-            QUERIES["player_series"], args.player_id, args.system, args.category,
-            PLOTTED if args.plot else CHARTED))
+        reads = OperatorReads(conn)
+        account = await reads.player_account(args.player_id)
+        ratings = await reads.player_ratings(args.player_id, list(RATINGS))
+        series = [] if args.json and not args.plot else series_from_rows(await reads.player_series(
+            args.player_id, args.system, args.category, PLOTTED if args.plot else CHARTED))
         history, unrated = [], []
         if args.history:
-            history = await conn.fetch(QUERIES["player_history"], args.player_id, args.history, args.system,
-                                       args.category)
+            history = await reads.player_history(args.player_id, args.history, args.system, args.category)
             if args.category is None:  # an unrated message changed no category
-                unrated = await conn.fetch(QUERIES["player_unrated"], args.player_id, args.history, args.system)
+                unrated = await reads.player_unrated(args.player_id, args.history, args.system)
     finally:
         await conn.close()
     if account is None and not ratings:

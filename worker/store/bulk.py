@@ -16,6 +16,9 @@ for a whole history is asked of the database, exactly as the worker asks it:
 and `save` statement as the worker (so the rows are the worker's, to the byte), the new players' lock
 anchors, and where the history file stands (`backfill_progress`); the engine goes on rating the next chunk
 meanwhile (the database works on its own core). One write is in flight at a time.
+
+The backfill's bookkeeping is here too: its lock (one backfill per database), the runs so far
+(`backfill_progress`), and what the database holds before a run starts.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from worker.store.postgres import (
 )
 from worker.store.queries import QUERIES
 
-__all__ = ["BulkStore", "Chunk", "Position"]
+__all__ = ["BulkStore", "Chunk", "Position", "backfill_runs", "backfill_written", "lock_backfill"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,21 @@ class Position:
     finished: bool = False
     processed: int = 0  # rows the file's backfill wrote to processed_messages and rating_changes so far
     changes: int = 0  # (as read back from backfill_progress; a new position's are counted by the store)
+
+
+async def lock_backfill(conn) -> bool:
+    """Take the database's backfill lock for this connection's session; False: another backfill holds it."""
+    return await conn.fetchval(QUERIES["backfill_lock"])
+
+
+async def backfill_runs(conn):
+    """Every history file backfilled into this database (backfill_progress), finished or not, in order."""
+    return await conn.fetch(QUERIES["backfill_runs"])
+
+
+async def backfill_written(conn):
+    """(processed ids, whether any player or rating exists): what a backfill checks before it starts."""
+    return await conn.fetchrow(QUERIES["backfill_written"])
 
 
 @dataclass

@@ -1,0 +1,85 @@
+"""The operator's reads of PostgreSQL, behind one object (procrastinate's "manager" habit): what
+`rating-worker player`, `message`, `leaderboard` and `outbox` show, and the demo's screen. The read API
+can serve the same answers from it.
+
+`OperatorReads` takes anything that runs asyncpg's fetch, fetchrow and fetchval: a connection (set up by
+worker.store.postgres.init_connection, for the jsonb codec) or a pool; whoever opened it closes it. The
+rows come back as asyncpg gives them; every statement is in sql/queries.sql. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from worker.store.queries import QUERIES
+
+
+class OperatorReads:
+    """The operator's questions, one method each, each one statement (two for a message's changes)."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+
+    # A player (`rating-worker player`)
+
+    async def player_account(self, player_id: str):
+        """His account row (closed, and why), or None for a player never seen."""
+        return await self.db.fetchrow(QUERIES["player_account"], player_id)
+
+    async def player_ratings(self, player_id: str, systems: Sequence[str]):
+        """Every rating of his in these systems (those that publish ratings), as last published."""
+        return await self.db.fetch(QUERIES["player_ratings"], player_id, list(systems))
+
+    async def player_series(self, player_id: str, system: str | None, category: str | None, changes: int):
+        """His ratings' histories for the charts: each rating's last `changes` changes, oldest first."""
+        return await self.db.fetch(QUERIES["player_series"], player_id, system, category, changes)
+
+    async def player_history(self, player_id: str, limit: int, system: str | None, category: str | None):
+        """His latest `limit` changes, newest first, as published."""
+        return await self.db.fetch(QUERIES["player_history"], player_id, limit, system, category)
+
+    async def player_unrated(self, player_id: str, limit: int, system: str | None):
+        """The latest `limit` valid messages that left him unchanged, and why, newest first."""
+        return await self.db.fetch(QUERIES["player_unrated"], player_id, limit, system)
+
+    # A message (`rating-worker message`)
+
+    async def message_processed(self, source: str, message_id: str):
+        """The processed message's row, or None: never processed."""
+        return await self.db.fetchrow(QUERIES["message_processed"], source, message_id)
+
+    async def message_changes(self, source: str, message_id: str, ref: str | None):
+        """The rating changes it caused: by its ref (a game, competition or puzzle id) when it has one."""
+        if ref is not None:
+            return await self.db.fetch(QUERIES["message_changes_by_ref"], source, message_id, ref)
+        return await self.db.fetch(QUERIES["message_changes_by_cause"], source, message_id)
+
+    async def message_unrated(self, source: str, message_id: str):
+        """The players it left unchanged, and why."""
+        return await self.db.fetch(QUERIES["message_unrated"], source, message_id)
+
+    # Leaderboards, the outbox, the demo
+
+    async def leaderboard(self, system: str, category: str, top: int, active_since: float | None = None):
+        """The `top` best established ratings; with `active_since` (epoch seconds), of the players who
+        played since then."""
+        if active_since is None:
+            return await self.db.fetch(QUERIES["leaderboard"], system, category, top)
+        return await self.db.fetch(QUERIES["leaderboard_active"], system, category, top, active_since)
+
+    async def outbox_oldest(self):
+        """The outbox's backlog and its oldest unpublished change."""
+        return await self.db.fetchrow(QUERIES["outbox_oldest"])
+
+    async def demo_status(self):
+        """Changes awaiting publication, and the newest change's id."""
+        return await self.db.fetchrow(QUERIES["demo_status"])
+
+    async def provisional_movers(self, after_change: int, top: int):
+        """The CSR ratings still provisional that moved most through the changes after that id."""
+        return await self.db.fetch(QUERIES["provisional_movers"], after_change, top)
+
+    async def processed_from(self, source: str) -> int:
+        """How many messages of this source were processed."""
+        return await self.db.fetchval(QUERIES["demo_processed"], source)
