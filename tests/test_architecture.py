@@ -181,6 +181,14 @@ def test_no_module_outside_ratings_is_over_the_size_limit():
     assert big == {}, f"over {MAX_LINES} lines: split by what they hold"
 
 
+def test_the_commands_send_no_sql_of_their_own():
+    """The operator's reads are the store's (worker.store.reads), where the read API finds them too."""
+    problems = [f"{name} imports {imported}"
+                for name, path in WORKER_MODULES.items() if name.startswith("worker.commands")
+                for imported in _all_imports(path) if imported.startswith("worker.store.queries")]
+    assert problems == []
+
+
 def test_every_package_says_what_it_owns():
     silent = [name for name, path in WORKER_MODULES.items()
               if path.name == "__init__.py" and name != "worker" and not ast.get_docstring(ast.parse(path.read_text()))]
