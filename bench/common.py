@@ -17,8 +17,8 @@ import asyncpg
 from aiokafka import AIOKafkaProducer
 
 from bench import cpu
+from worker.dev.databases import drop_database, new_database
 from worker.dev.streams import player_of
-from worker.store.migrate import migrate
 
 # The benchmarks' PostgreSQL: durable commits as in production (the test server runs without fsync),
 # with the usual production sizing of a dedicated server (docs/deploy.md): a buffer cache that holds
@@ -62,14 +62,7 @@ async def copy_db(pg, template: str, name: str) -> str:
     checkpoints (max_wal_size 1 GB) into the middle of the runs that followed a large copy, and after a
     checkpoint each page is written whole to the WAL at its first change: one case paid for the other's
     copy. FILE_COPY checkpoints before and after copying, so every run starts right after a checkpoint."""
-    conn = await asyncpg.connect(pg.url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        strategy = " STRATEGY FILE_COPY" if conn.get_server_version().major >= 15 else ""
-        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"{strategy}')
-    finally:
-        await conn.close()
-    return pg.url.rsplit("/", 1)[0] + "/" + name
+    return await new_database(pg.url, name, template=template, file_copy=True)
 
 
 # What PostgreSQL wrote and read, server-wide (PostgreSQL 16+: pg_stat_io): a run's share is the difference
@@ -108,21 +101,12 @@ async def drop_db(pg, name: str) -> None:
     while the next runs are measured on the same server: in a suite run of 2026-12-03 the first `scale`
     run after the realistic case's databases wrote 259 MiB of WAL and 5,897 pages instead of 222 MiB and
     none, and ran at 9,149 games/s against 11,698-12,490 in its other rounds."""
-    conn = await asyncpg.connect(pg.url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-    finally:
-        await conn.close()
+    await drop_database(pg.url, name)
 
 
 async def fresh_db(pg, name: str) -> str:
-    conn = await asyncpg.connect(pg.url)
-    await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-    await conn.execute(f'CREATE DATABASE "{name}"')
-    await conn.close()
-    url = pg.url.rsplit("/", 1)[0] + "/" + name
-    await migrate(url)
-    return url
+    """A new migrated database `name` (dropped first if it exists): worker.dev.databases, as the tests'."""
+    return await new_database(pg.url, name, migrated=True)
 
 
 async def produce(bootstrap: str, topic: str, values) -> None:

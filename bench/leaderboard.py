@@ -15,19 +15,14 @@ import time
 import asyncpg
 
 from worker import dev
-from worker.store.migrate import migrate
+from worker.dev.databases import new_database
 from worker.store.queries import QUERIES
 
 
 async def run() -> None:
     players = int(os.environ.get("BENCH_LEADERBOARD_PLAYERS", "1000000"))
     with dev.postgres_from_env_or_start() as pg:
-        admin = await asyncpg.connect(pg.url)
-        name = f"bench_leaderboard_{os.getpid()}"
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        await admin.close()
-        url = pg.url_for(name)
-        await migrate(url)
+        url = await new_database(pg.url, f"bench_leaderboard_{os.getpid()}", migrated=True)
         conn = await asyncpg.connect(url)
         try:
             started = time.perf_counter()

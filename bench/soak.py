@@ -45,11 +45,10 @@ import asyncpg
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from bench.common import PG_SETTINGS, rss_mib
+from bench.common import PG_SETTINGS, fresh_db, rss_mib, start_worker, worker_env
 from worker import dev
 from worker.dev.proxy import TcpProxy
 from worker.dev.streams import games, player_of
-from worker.store.migrate import migrate
 
 SECONDS = float(os.environ.get("BENCH_SOAK_SECONDS", "600"))
 RATE = int(os.environ.get("BENCH_SOAK_RATE", "500"))
@@ -100,9 +99,7 @@ class Worker:
         self.kills = 0
 
     def start(self) -> None:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "worker", "run"], env={**os.environ, **self.env},
-                                         stdout=out, stderr=subprocess.STDOUT)
+        self.proc = start_worker(self.env, self.log)
 
     async def kill_and_restart(self) -> None:
         self.proc.kill()
@@ -118,16 +115,6 @@ class Worker:
     async def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
         return await asyncio.to_thread(self.proc.wait, 60)
-
-
-async def fresh_db(pg, name: str) -> str:
-    conn = await asyncpg.connect(pg.url)
-    await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-    await conn.execute(f'CREATE DATABASE "{name}"')
-    await conn.close()
-    url = pg.url.rsplit("/", 1)[0] + "/" + name
-    await migrate(url)
-    return url
 
 
 def _batch_metrics(port: int) -> tuple[float, float, float]:
@@ -270,12 +257,11 @@ async def _soak(pg, broker, log: Path) -> int:  # noqa: C901 - one scenario, tol
     topics = {f"in-{TAG}": 3, f"out-{TAG}": 3, f"dlq-{TAG}": 1}
     await dev.create_topics(bootstrap, topics)
     metrics_port = dev.free_port()  # the same after each restart
-    env = {"DATABASE_URL": url.replace(host_port, proxy.address), "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-           "KAFKA_INPUT_TOPICS": f"in-{TAG}", "KAFKA_OUTPUT_TOPIC": f"out-{TAG}", "KAFKA_DLQ_TOPIC": f"dlq-{TAG}",
-           "KAFKA_GROUP_ID": f"g-{TAG}", "METRICS_PORT": str(metrics_port), "METRICS_HOST": "127.0.0.1", "LOG_LEVEL": "WARNING", "BATCH_SIZE": str(BATCH),
-           "RETRY_BACKOFF_MAX_S": "1", "RELAY_INTERVAL_S": "1", "RELAY_MIN_AGE_S": "2",
-           # quick rejoins after a kill (Tansu holds a JoinGroup for about half the session timeout)
-           "KAFKA_SESSION_TIMEOUT_MS": "2000", "KAFKA_HEARTBEAT_INTERVAL_MS": "300"}
+    env = worker_env(url.replace(host_port, proxy.address), bootstrap, TAG, metrics_port=metrics_port,
+                     metrics_host="127.0.0.1", batch_size=BATCH, retry_backoff_max_s=1, relay_interval_s=1,
+                     relay_min_age_s=2,
+                     # quick rejoins after a kill (Tansu holds a JoinGroup for about half the session timeout)
+                     kafka_session_timeout_ms=2000, kafka_heartbeat_interval_ms=300)
     total = int(RATE * SECONDS)
     print(f"soak: {SECONDS:.0f} s at {RATE} games/s ({total} games, {PLAYERS} players), a fault every "
           f"{FAULT_EVERY_S:.0f} s ({','.join(FAULTS)}; cuts of {CUT_S:.0f} s), batch {BATCH}; log {log}", flush=True)

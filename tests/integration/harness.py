@@ -20,7 +20,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -28,15 +27,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from worker import dev
 from worker.config import load as load_config
+from worker.dev import databases
 from worker.dev.broker import produce  # noqa: F401 - the tests' producer, shared with bench/
-from worker.store.migrate import migrate
 
 _counter = itertools.count()
-
-
-def _with_database(url: str, database: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + database))
 
 
 @pytest.fixture(scope="session")
@@ -55,32 +49,19 @@ def broker():
 
 async def empty_database(postgres, name: str | None = None) -> str:
     """The URL of a new database with nothing in it, not even the schema (dropped first if it exists)."""
-    name = name or f"rw_empty_{os.getpid()}_{next(_counter)}"
-    conn = await asyncpg.connect(postgres.url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return _with_database(postgres.url, name)
+    return await databases.new_database(postgres.url, name or f"rw_empty_{os.getpid()}_{next(_counter)}")
 
 
 @pytest.fixture(scope="session")
 async def template_db(postgres) -> str:
     name = f"rw_template_{os.getpid()}"
-    await migrate(await empty_database(postgres, name))
+    await databases.new_database(postgres.url, name, migrated=True)
     return name
 
 
 async def new_database(postgres, template_db: str) -> str:
     """The URL of a new database, a copy of the migrated template (a test that needs two asks twice)."""
-    name = f"rw_test_{os.getpid()}_{next(_counter)}"
-    conn = await asyncpg.connect(postgres.url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    finally:
-        await conn.close()
-    return _with_database(postgres.url, name)
+    return await databases.new_database(postgres.url, f"rw_test_{os.getpid()}_{next(_counter)}", template=template_db)
 
 
 @pytest.fixture

@@ -16,10 +16,10 @@ import pytest
 
 from tests.integration.harness import (
     WorkerProcess,
-    _with_database,
     committed_offsets,
     empty_database,
     make_topics,
+    new_database,
     produce,
     read_topic,
     wait_processed,
@@ -42,16 +42,6 @@ def import_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m worker import ...` as a separate process, the way a user runs it."""
     return subprocess.run([sys.executable, "-m", "worker", "import", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ})
-
-
-async def another_database(postgres, template_db: str) -> str:
-    name = f"rw_import_{os.getpid()}_{time.monotonic_ns()}"
-    conn = await asyncpg.connect(postgres.url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    finally:
-        await conn.close()
-    return _with_database(postgres.url, name)
 
 
 async def fetch(database_url: str, sql: str):
@@ -197,7 +187,7 @@ async def test_broker_mode_with_a_worker_ends_with_the_same_states_as_database_m
     csv_path, jsonl_path = tmp_path / "ratings.csv", tmp_path / "ratings.jsonl"
     write_csv(csv_path, rows)
     write_jsonl(jsonl_path, rows)
-    direct_url = await another_database(postgres, template_db)
+    direct_url = await new_database(postgres, template_db)
     direct = await asyncio.to_thread(import_cli, str(csv_path), "--database-url", direct_url)
     assert direct.returncode == 0, direct.stdout + direct.stderr
 

@@ -16,13 +16,13 @@ import os
 import random
 import time
 import uuid
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import orjson
 import pytest
 
 from worker.contract.changed import encode_change
+from worker.dev.databases import drop_database, new_database
 from worker.ratings.state import RatingState, StateKey
 from worker.store.base import ChangeRecord, ProcessedMessage
 from worker.store.migrate import (
@@ -38,10 +38,6 @@ from worker.store.migrate import (
 from worker.store.postgres import PostgresStore, history_payloads
 
 _names = itertools.count()
-
-
-def _with_database(url: str, database: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + database))
 
 
 async def _maybe_await(value):
@@ -70,45 +66,30 @@ async def store_server_url(request) -> str:
     return server.url
 
 
-async def _create_database(server_url: str, template: str | None = None) -> str:
-    name = f"rw_store_{os.getpid()}_{next(_names)}_{uuid.uuid4().hex[:6]}"
-    conn = await asyncpg.connect(server_url)
-    try:
-        tmpl = f' TEMPLATE "{template}"' if template else ""
-        await conn.execute(f'CREATE DATABASE "{name}"{tmpl}')
-    finally:
-        await conn.close()
-    return name
-
-
-async def _drop_database(server_url: str, name: str) -> None:
-    conn = await asyncpg.connect(server_url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+def _name() -> str:
+    return f"rw_store_{os.getpid()}_{next(_names)}_{uuid.uuid4().hex[:6]}"
 
 
 @pytest.fixture(scope="session")
 async def store_template(store_server_url):
-    name = await _create_database(store_server_url)
-    await migrate(_with_database(store_server_url, name))
+    name = _name()
+    await new_database(store_server_url, name, migrated=True)
     yield name
-    await _drop_database(store_server_url, name)
+    await drop_database(store_server_url, name, force=True)
 
 
 @pytest.fixture
 async def empty_db_url(store_server_url):
-    name = await _create_database(store_server_url)
-    yield _with_database(store_server_url, name)
-    await _drop_database(store_server_url, name)
+    name = _name()
+    yield await new_database(store_server_url, name)
+    await drop_database(store_server_url, name, force=True)
 
 
 @pytest.fixture
 async def db_url(store_server_url, store_template):
-    name = await _create_database(store_server_url, template=store_template)
-    yield _with_database(store_server_url, name)
-    await _drop_database(store_server_url, name)
+    name = _name()
+    yield await new_database(store_server_url, name, template=store_template)
+    await drop_database(store_server_url, name, force=True)
 
 
 @pytest.fixture

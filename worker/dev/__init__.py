@@ -1,5 +1,5 @@
 """Development services, shared by the demo, the tests and bench/: the embedded PostgreSQL and broker,
-synthetic message streams, a TCP proxy that can cut connections.
+fresh databases on a server (databases.py), synthetic message streams, a TCP proxy that can cut connections.
 
 Embedded development services: a local PostgreSQL and a Kafka-protocol broker (Tansu).
 
