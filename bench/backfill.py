@@ -1,10 +1,10 @@
 """`./dev bench backfill`: `rating-worker backfill` against streaming the same history through the worker
 (issue 22, item 3: at least 5x), both in the same run, into PostgreSQL at its default memory settings with
-durable commits (the realistic case, bench/limit.py's SETTINGS).
+durable commits (the realistic case, bench/common.py's REALISTIC_PG_SETTINGS).
 
 The history: BENCH_BACKFILL_GAMES (100,000) rated CSR games among BENCH_BACKFILL_PLAYERS (20,000) players
 of all speeds (worker.dev.streams.games, seed 3). The worker: the games produced up front, one `rating-worker
-run` process (batch 5,000), games/s from its first commit to its last (bench.pipeline.throughput: its
+run` process (batch 5,000), games/s from its first commit to its last (bench.runs.throughput: its
 start-up is left out). The backfill: `python -m worker backfill FILE` into a fresh database, games/s of its
 whole run as a user times it (interpreter start, loading, every chunk committed). Each round runs both, in
 turns (BENCH_BACKFILL_ROUNDS, 3); the median round's ratio is reported. Both databases must hold as many
@@ -25,9 +25,8 @@ from pathlib import Path
 
 import asyncpg
 
-from bench.common import PEAK_RSS_MIB, cpu_model, fresh_db, rss_mib
-from bench.limit import SETTINGS
-from bench.pipeline import throughput
+from bench.common import PEAK_RSS_MIB, REALISTIC_PG_SETTINGS, cpu_model, fresh_db, rss_mib
+from bench.runs import throughput
 from worker import dev
 from worker.commands import backfill as backfill_command
 from worker.dev.streams import games
@@ -71,7 +70,7 @@ async def same_counts(a: str, b: str) -> None:
 
 
 async def main() -> None:
-    pg = dev.start_postgres(settings=SETTINGS)
+    pg = dev.start_postgres(settings=REALISTIC_PG_SETTINGS)
     broker = dev.broker_from_env_or_start()
     work = Path(tempfile.mkdtemp(prefix="rw-bench-backfill-"))
     log = work / "worker.log"

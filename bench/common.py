@@ -30,6 +30,9 @@ PG_SETTINGS = {
     "shared_buffers": os.environ.get("BENCH_PG_SHARED_BUFFERS", "1GB"),
     "wal_compression": "on", "max_wal_size": "4GB", "checkpoint_timeout": "15min",
 }
+# The realistic case's PostgreSQL: durable commits, and nothing else changed: PostgreSQL's own memory defaults
+# (shared_buffers 128 MB). bench/limit.py, the suite's realistic case, bench/backfill.py.
+REALISTIC_PG_SETTINGS = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
 
 
 def start_worker(env: dict, log: Path, module: str | None = None) -> subprocess.Popen:

@@ -9,7 +9,7 @@ package in its working directory first). Each round runs both, in turns (a drift
 both), as the user runs them: `python -m worker replay FILE -o OUT` (through bench.common.replay_process, which
 takes its own VmHWM as its largest RSS), interpreter start included. Both
 outputs must be byte for byte the same (but for the `parameters` each record of now names). The median round is reported, with the engine's games/s measured
-in this process between the rounds (bench/engine.py's whole_game: csr.rate_game of one game, no I/O). A
+in this process between the rounds (bench/engine_speed.py's whole_game: csr.rate_game of one game, no I/O). A
 warm-up run of each comes first and is not counted (the baseline's speed depends on whether the machine's
 memory was touched lately; its first run of a session is its slowest).
 """
@@ -27,7 +27,7 @@ from io import BytesIO
 from pathlib import Path
 
 from bench.common import cpu_model, replay_process
-from bench.engine import whole_game
+from bench.engine_speed import whole_game
 from worker.dev.streams import games
 
 GAMES = int(os.environ.get("BENCH_REPLAY_GAMES", "100000"))

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import engine, limit
+from bench import against_limit, engine_speed
 from bench.common import (
     PG_SETTINGS,
+    REALISTIC_PG_SETTINGS,
     copy_db,
     cpu_model,
     drop_db,
@@ -46,7 +47,7 @@ from bench.common import (
     until_processed,
     worker_env,
 )
-from bench.pipeline import GAMES, LATENCY_FETCH_WAIT_MS, PLAYERS, latency, throughput
+from bench.runs import GAMES, LATENCY_FETCH_WAIT_MS, PLAYERS, latency, throughput
 from worker import dev
 from worker.dev.streams import chesstempo_attempts, games, puzzle_attempts, turbo_events, uscf_events
 
@@ -73,9 +74,9 @@ ROWS: list[Row] = []
 
 async def _throughput_case(pg, broker, log: Path, case: str, players: int, command: str) -> None:
     print(f"{case}: {GAMES:,} CSR games among {players:,} players against the limit and the naive worker", flush=True)
-    result = await limit.measure(pg, broker, log, games(GAMES, players, seed=3), tag=case)
+    result = await against_limit.measure(pg, broker, log, games(GAMES, players, seed=3), tag=case)
     m = result.median
-    print(f"{case}: {limit.describe(result)}; median round's {m.cpu_line()}", flush=True)
+    print(f"{case}: {against_limit.describe(result)}; median round's {m.cpu_line()}", flush=True)
     pg_kind = "production-sized" if case == "best" else "default memory"
     ROWS.append(Row(
         f"{case} case: CSR games end to end, one worker, {players:,} players, batch 5,000, PostgreSQL {pg_kind}",
@@ -106,7 +107,7 @@ async def best(pg, broker, log: Path) -> None:
 
 
 async def realistic(pg, broker, log: Path) -> None:
-    await _throughput_case(pg, broker, log, "realistic", limit.PLAYERS, "./dev bench realistic")
+    await _throughput_case(pg, broker, log, "realistic", against_limit.PLAYERS, "./dev bench realistic")
 
 
 async def scale(pg, broker, log: Path) -> None:
@@ -172,7 +173,7 @@ def _batch_for(values: list[bytes]) -> int:
 async def _alone(pg, broker, log: Path, what: str, values: list[bytes], tag: str) -> None:
     batch = _batch_for(values)
     rate = await throughput(pg, broker, log, batch_size=batch, values=values, tag=tag)
-    python_s, _ = await limit.python_cost(values, batch)
+    python_s, _ = await against_limit.python_cost(values, batch)
     pure = len(values) / python_s
     print(f"mixed: {what}: {rate:,.0f} messages/s end to end, {pure:,.0f}/s of pure Python ({len(values):,})",
           flush=True)
@@ -217,8 +218,8 @@ async def horizontal(pg, broker, log: Path) -> None:
 
 
 def engine_row() -> None:
-    inputs = engine._inputs(50_000)
-    ours, theirs = engine.ours(inputs), engine.reference(inputs)
+    inputs = engine_speed.glicko_inputs(50_000)
+    ours, theirs = engine_speed.ours(inputs), engine_speed.reference(inputs)
     if theirs:
         ROWS.append(Row("Glicko-2 player updates, ours against the glicko2 package (same inputs, same numbers)",
                         f"**{ours / theirs:.1f}x**", f"{ours:,.0f} vs {theirs:,.0f} updates/s", "./dev bench engine"))
@@ -237,7 +238,7 @@ PARTS = {
 def _start_postgres(kind: str):
     if os.environ.get("DATABASE_URL"):  # a server of one's own: its settings are its owner's
         return dev.ExternalPostgres(os.environ["DATABASE_URL"])
-    return dev.start_postgres(settings=PG_SETTINGS if kind == "tuned" else limit.SETTINGS)
+    return dev.start_postgres(settings=PG_SETTINGS if kind == "tuned" else REALISTIC_PG_SETTINGS)
 
 
 async def main(what: str) -> None:

@@ -203,12 +203,39 @@ def test_bench_imports_nothing_from_tests():
     assert problems == []
 
 
-def _all_imports(path: Path) -> set[str]:
-    """Every import of a file, wherever it stands (bench may import inside functions)."""
+def benchmarks() -> set[str]:
+    """The modules bench/__main__.py runs as benchmarks: `_run("name", ...)` and `import_module("bench.name")`."""
+    found = set()
+    for node in ast.walk(ast.parse((ROOT / "bench" / "__main__.py").read_text())):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            value = node.args[0].value
+            if name == "_run":
+                found.add(f"bench.{value}")
+            elif name == "import_module" and str(value).startswith("bench."):
+                found.add(value)
+    return found
+
+
+def test_no_benchmark_imports_another():
+    """What benchmarks share is in modules that are not benchmarks (common.py, runs.py, against_limit.py, ...)."""
+    bench = modules(ROOT / "bench")
+    runs = benchmarks()
+    assert {"bench.pipeline", "bench.suite", "bench.limit", "bench.engine"} <= runs <= set(bench)
+    problems = [f"{name} imports {imported}" for name in sorted(runs)
+                for imported in sorted(_all_imports(bench[name], names=True)) if imported in runs - {name}]
+    assert problems == []
+
+
+def _all_imports(path: Path, names: bool = False) -> set[str]:
+    """Every import of a file, wherever it stands (bench may import inside functions); with `names`, also
+    what `from package import name` names (a module, perhaps)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
+            if names:
+                found.update(f"{node.module}.{a.name}" for a in node.names)
     return found
