@@ -418,7 +418,7 @@ def test_ids_are_compared_exactly():
 _DRIVER_CALLS = {"execute", "executemany", "fetch", "fetchrow", "fetchval", "copy_records_to_table",
                  "copy_to_table", "copy_from_query", "copy_from_table", "cursor", "prepare"}
 # Development tooling that never sees a message (its SQL names databases it creates itself).
-_DEV_TOOLS = {"worker/dev/postgres.py", "worker/dev/broker.py", "worker/commands/demo.py"}
+_DEV_TOOLS = {"worker/dev/postgres.py", "worker/dev/databases.py", "worker/dev/broker.py", "worker/commands/demo.py"}
 _SQL_WORDS = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|TRUNCATE)\b.*\b(FROM|INTO|SET|TABLE|DATABASE|WHERE)\b",
                         re.IGNORECASE | re.DOTALL)
 
