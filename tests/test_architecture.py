@@ -1,5 +1,6 @@
-"""The shape of the code, checked (issue 19, docs/architecture.md): the layers import only downwards, no
-module is several modules joined, every package says what it owns, bench/ does not lean on tests/.
+"""The shape of the code, checked (issues 19 and 39, docs/architecture.md): the layers import only downwards
+(a layer map that places every package), no module is several modules joined, every package says what it
+owns, the commands send no SQL of their own, bench/ does not lean on tests/ and no benchmark on another.
 
 Imports are read from the source (ast), module-level only: an import inside a function or under
 `if TYPE_CHECKING:` runs later or never, and is how a module names a type of a layer above it.
