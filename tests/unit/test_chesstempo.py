@@ -1,4 +1,4 @@
-"""Chess Tempo problem ratings: seed 002's examples, specs section 3 (Glicko-1) and the decisions of docs/rules.md#chess-tempo."""
+"""Chess Tempo problem ratings: seed 002's examples, Glickman's "The Glicko system" and the decisions of docs/rules.md#chess-tempo."""
 
 from __future__ import annotations
 
@@ -136,11 +136,11 @@ def test_last_played_time_only_moves_forward():
     assert changes[user_key()].after == rate(attempt(at=AT), states)[user_key()].after._replace(last_at=AT)
 
 
-# --- Glicko-1 (specs section 3.1) -----------------------------------------------------------------
+# --- Glicko-1 (Glickman, "The Glicko system") -----------------------------------------------------
 
 
 def test_glickman_example():
-    """A player at 1500/200 beats 1400/30 and loses to 1550/100 and 1700/300 (section 3.1)."""
+    """A player at 1500/200 beats 1400/30 and loses to 1550/100 and 1700/300 (Glickman's example)."""
     assert [round(glicko1.g(rd), 4) for rd in (30, 100, 300)] == [0.9955, 0.9531, 0.7242]
     assert [round(glicko1.expected_score(1500, r, rd), 3) for r, rd in ((1400, 30), (1550, 100), (1700, 300))] == [
         0.639, 0.432, 0.303,
@@ -162,7 +162,8 @@ def test_rate_one_is_rate_with_one_encounter():
     )
 
 
-# The specs' [V] vector (section 3.3): user 1500 / RD 100 against a problem at 1500 / RD 50.
+# Seed 002's scores in Glicko-1, computed independently of this module: user 1500 / RD 100 against a
+# problem at 1500 / RD 50.
 VECTOR = [  # (s, user after, problem's score, problem after)
     (1.25, 1539.45, 0.0, 1493.27),
     (1.0, 1526.30, 0.0, 1493.27),
@@ -189,7 +190,7 @@ def test_a_score_of_1_25_gains_one_and_a_half_times_a_win_at_equal_ratings():
     assert bonus == pytest.approx(1.5 * win)
 
 
-# --- scores (seed 002, specs section 3.3) ---------------------------------------------------------
+# --- scores (seed 002) ----------------------------------------------------------------------------
 
 TEN = stats_of([8.0, 12.0])  # two earlier correct solves: mean 10 s, population sd 2 s
 

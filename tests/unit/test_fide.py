@@ -1,4 +1,4 @@
-"""FIDE (seed 001, specs section 2, docs/rules.md#fide): table 8.1.2, K, the cap, rounding, periods, first ratings."""
+"""FIDE (seed 001, FIDE Rating Regulations, docs/rules.md#fide): table 8.1.2, K, the cap, rounding, periods, first ratings."""
 
 from __future__ import annotations
 
@@ -434,8 +434,8 @@ def test_bad_events_rejected():
 
 def test_junior_k_40_only_for_a_junior_never_rated_2300():
     """Rating Regulations (1 March 2024, amended 1 October 2025) section 8.3.3: K 40 for a junior "while
-    their rating is under 2300"; the published lists apply it to a junior never rated 2300 or more (specs
-    section 2.3, precedence 2): the peak decides, not the current rating."""
+    their rating is under 2300"; the published lists apply it to a junior never rated 2300 or more
+    (docs/rules.md#fide): the peak decides, not the current rating."""
     born = 2010
     was_2310 = listed(2250, games=100, peak=2310.0, birth_year=born)
     never = listed(2250, games=100, peak=2290.0, birth_year=born)

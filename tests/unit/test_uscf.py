@@ -1,4 +1,5 @@
-"""Seed 004 (US Chess), the worked numbers of specs section 1, and the US Chess decisions of docs/rules.md#us-chess."""
+"""Seed 004 (US Chess), worked numbers for Glickman & Doan's "The US Chess Rating System", and the US Chess
+decisions of docs/rules.md#us-chess."""
 
 from __future__ import annotations
 
@@ -58,10 +59,10 @@ def test_seed_worked_example_expected_scores():
     es = [uscf.expected_score(1500, r) for r in SEED_OPPONENTS]
     assert [round(e, 2) for e in es] == [0.64, 0.43, 0.36, 0.24]
     assert round(sum(es), 2) == 1.67
-    assert sum(es) == pytest.approx(1.6688, abs=1e-4)  # specs 1.4
+    assert sum(es) == pytest.approx(1.6688, abs=1e-4)  # Glickman & Doan, the standard formula
 
 
-# --- seed + specs: N* and K -----------------------------------------------------------------------
+# --- seed + Glickman & Doan: N* and K -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -293,7 +294,7 @@ def test_which_formula():
     assert uscf.uses_special(0, "mixed") and uscf.uses_special(8, "mixed")
     assert not uscf.uses_special(9, "mixed")
     assert uscf.uses_special(40, "wins") and uscf.uses_special(40, "losses")
-    # specs 1.6: 500-rated with 20 games has N' about 8 but is rated by the standard formula
+    # Glickman & Doan: 500-rated with 20 games has N' about 8 but is rated by the standard formula
     assert uscf.effective_games(500, 20) < 9 and not uscf.uses_special(20, "mixed")
 
 
@@ -497,7 +498,7 @@ def test_dual_rated_event_rates_both_and_reduces_regular_k_above_2200():
     n_eff = uscf.effective_games(2300, 200)
     assert reg.step4 == pytest.approx(
         uscf.standard_rating(2300, n_eff, [2200, 2350, 2400, 2250], 3, 10, True, dual_regular=True).rating)
-    assert quick.step4 == pytest.approx(2316.09, abs=0.01)  # specs example: normal K
+    assert quick.step4 == pytest.approx(2316.09, abs=0.01)  # the dual-rated example: normal K
     assert reg.step4 == pytest.approx(2312.07, abs=0.01)  # dual-rated Regular K
 
 

@@ -1,13 +1,13 @@
 """Chess Tempo problem ratings: Glicko-1 for users and problems (seed 002; docs/rules.md#chess-tempo).
 
-Each attempt is one Glicko-1 game (specs section 3.1) between the user and the problem, in the
+Each attempt is one Glicko-1 game (Glickman, "The Glicko system") between the user and the problem, in the
 attempt's mode (`standard` or `blitz`: the category; the two are separate ratings for users and for
 problems). Both start at 1500 / RD 350, RD at least 50. Before the attempt the user's RD grows with
 c = 10 per sqrt(day) since his last attempt in the mode (at most 350); a problem's RD never grows.
 The user is rated against the problem's stored rating and RD, the problem against the user's stored
 (not grown) rating and RD (docs/rules.md#common-to-all-systems).
 
-Scores (section 3.3): standard correct 1, wrong 0. Blitz: the effective time t = seconds +
+Scores (seed 002): standard correct 1, wrong 0. Blitz: the effective time t = seconds +
 seconds_after_first_move is compared with the mean and population standard deviation of the
 effective times of the problem's earlier correct blitz solves: t < mean - sd scores 1.25, t <= mean
 1, else mean / t; with fewer than 2 earlier correct solves a correct answer scores 1; wrong 0. The
@@ -80,14 +80,14 @@ DAY = 86400.0
 class ChessTempoParams:
     """Every number of docs/rules.md#chess-tempo, each a documented setting."""
 
-    # Glicko-1 (docs/rules.md#chess-tempo; specs section 3.1), users and problems alike.
+    # Glicko-1 (docs/rules.md#chess-tempo; Glickman, "The Glicko system"), users and problems alike.
     start_rating: float = 1500.0
     start_rd: float = 350.0
     rd_floor: float = 50.0  # minimum RD after an attempt, users and problems
     rd_cap: float = 350.0  # the user's RD growth stops here
     rd_growth_per_day: float = 10.0  # c: RD' = sqrt(RD^2 + c^2 days), users only
     provisional_above: float = 110.0  # the `provisional` flag; same line as "established"
-    # Scores (seed 002 "Standard Rating" / "Blitz Rating"; specs section 3.3).
+    # Scores (seed 002 "Standard Rating" / "Blitz Rating").
     correct_score: float = 1.0
     wrong_score: float = 0.0
     blitz_bonus_score: float = 1.25  # t < mean - sd
@@ -188,7 +188,7 @@ def with_solve(extra: Mapping[str, Any] | None, t: float) -> dict[str, Any]:
 
 
 def blitz_score(t: float, extra: Mapping[str, Any] | None, params: ChessTempoParams = PARAMS) -> float:
-    """A correct blitz solve in effective time t against the problem's earlier correct solves (section 3.3)."""
+    """A correct blitz solve in effective time t against the problem's earlier correct solves (seed 002)."""
     n, mean, sd = solve_stats(extra)
     if n < params.blitz_min_solves:
         return params.correct_score
@@ -209,7 +209,7 @@ def user_score(attempt: PuzzleAttempted, problem: RatingState, params: ChessTemp
 
 
 def problem_score(user_score: float) -> float:
-    """Section 3.3: the problem receives max(0, 1 - s), so a 1.25 gives it 0, not -0.25."""
+    """Seed 002: the problem receives max(0, 1 - s), so a 1.25 gives it 0, not -0.25."""
     return max(0.0, 1.0 - user_score)
 
 
@@ -230,7 +230,7 @@ def days_between(earlier: float | None, later: float) -> float:
 
 
 def own_rd(user: RatingState, at: float, params: ChessTempoParams = PARAMS) -> float:
-    """The user's RD grown for the days since his last attempt in the mode (section 3.1), at most 350."""
+    """The user's RD grown for the days since his last attempt in the mode (Glickman's step 1), at most 350."""
     days = days_between(user.last_at, at)
     return glicko1.rd_after_inactivity(_rd(user, params), params.rd_growth_per_day, days, params.rd_cap)
 
@@ -359,7 +359,7 @@ def rate_attempt(
 
     s = user_score(attempt, problem, params)
 
-    # The user: own RD grown, against the problem's stored values (section 3.1).
+    # The user: own RD grown, against the problem's stored values (docs/rules.md#common-to-all-systems).
     rating, rd = glicko1.rate_one(user.rating, own_rd(user, at, params), problem.rating, problem_rd, s)
     gain = rating - user.rating
     if attempt.correct and gain > 0.0 and in_top_group(user, threshold, params):

@@ -1,4 +1,4 @@
-"""FIDE ratings: standard, rapid and blitz (seed 001 "FIDE ratings"; specs section 2; docs/rules.md#fide).
+"""FIDE ratings: standard, rapid and blitz (seed 001 "FIDE ratings"; FIDE Rating Regulations; docs/rules.md#fide).
 
 Current regulations, not the seed's simplifications:
 
@@ -104,7 +104,7 @@ def _epoch(year: int, month: int, day: int) -> float:
 
 @dataclass(frozen=True, slots=True)
 class FideParams:
-    """The regulations' numbers (specs section 2, docs/rules.md#fide); each a documented setting."""
+    """The regulations' numbers (FIDE Rating Regulations, docs/rules.md#fide); each a documented setting."""
 
     k_top: int = 10
     k_junior: int = 40
@@ -130,7 +130,7 @@ class FideParams:
     first_rating_max: int = 2200
     hypothetical_rating: int = 1800
     hypothetical_games: int = 2  # scored as draws
-    disregard_first_zero_score: bool = True  # section 2.4: a zero score in the first event
+    disregard_first_zero_score: bool = True  # the regulations' initial ratings: a zero score in the first event
     # The change of 1 March 2024 (docs/rules.md#fide): at this list, R in [raise_from, raise_below) becomes
     # R + raise_share x (raise_below - R), once; lists before it published from listed_from_before.
     raise_list: str = "2024-03"
@@ -229,7 +229,7 @@ def k_factor(
 
     The highest rating is the peak (a published rating or an imported peak), not the current one: K 10
     once it reached 2400, and no junior K 40 once it reached 2300 ("a junior never rated 2300 or more",
-    the precedence the published lists follow, specs section 2.3). `ever_2300` / `ever_2400` are an
+    the precedence the published lists follow, docs/rules.md#fide). `ever_2300` / `ever_2400` are an
     imported list's word for a peak the worker has not seen."""
     best = published if peak is None else max(peak, published)
     if best >= params.top_from or ever_2400:
@@ -738,7 +738,7 @@ def rate_event(
             )
         else:
             if params.disregard_first_zero_score and not v.pool and sum(g[1] for g in games) == 0:
-                why[pid] = "zero_score_first_event"  # disregarded (section 2.4): nothing pooled, no change
+                why[pid] = "zero_score_first_event"  # disregarded (the regulations' initial ratings): nothing pooled, no change
                 continue
             v = v._replace(pool=recent_pool(v.pool, period, params) + games, birth_year=birth, inactive=False)
             rating, peak = before.rating, before.peak
@@ -857,7 +857,7 @@ def _the_2024_change() -> str:
 
 
 def docs() -> str:
-    """FIDE's section of docs/ratings.md: seed 001 and the research notes' numbers, every one computed by this
+    """FIDE's section of docs/ratings.md: seed 001 and the regulations' numbers, every one computed by this
     module."""
     edges, low = [], 0
     for top, _ in TABLE_8_1_2:

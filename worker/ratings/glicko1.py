@@ -1,4 +1,4 @@
-"""Glicko-1, as in Glickman's "The Glicko system" (specs section 3.1).
+"""Glicko-1, as in Glickman's "The Glicko system" (docs/rules.md#sources).
 
 Pure functions on the rating scale (1500-centred points):
 
@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-Q = math.log(10.0) / 400.0  # 0.0057565 (section 3.1)
+Q = math.log(10.0) / 400.0  # 0.0057565 (Glickman, "The Glicko system")
 _PI2 = math.pi * math.pi
 
 
@@ -75,7 +75,7 @@ def _period_end(rating: float, rd: float, inv_d2: float, score_sum: float) -> tu
 
 
 def rd_after_inactivity(rd: float, c: float, periods: float, cap: float) -> float:
-    """min(sqrt(RD^2 + c^2 t), cap) for t periods (section 3.1, "Before the period").
+    """min(sqrt(RD^2 + c^2 t), cap) for t periods (Glickman, "The Glicko system", step 1).
 
     No growth for t <= 0; an RD already above the cap (after an import) is never lowered by it.
     """

@@ -1,4 +1,4 @@
-"""Glicko-2, as in Glickman's "Example of the Glicko-2 system" (specs section 3.2).
+"""Glicko-2, as in Glickman's "Example of the Glicko-2 system" (docs/rules.md#sources).
 
 Works on the rating scale (1500-centred points); conversion to the Glicko-2 scale happens inside.
 The weighted form (each encounter with a weight, used by TSR) reduces to Glickman's when every

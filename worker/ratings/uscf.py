@@ -1,8 +1,8 @@
-"""US Chess: Glickman & Doan's rating system (seed 004; specs section 1; docs/rules.md#us-chess).
+"""US Chess: Glickman & Doan's rating system (seed 004; "The US Chess Rating System"; docs/rules.md#us-chess).
 
 One rated event updates each participant's rating in every category its time control rates
 (`regular`, `quick`, `blitz`; 30..65 minutes + increment is dual: Quick and Regular, each from its own
-state). Per category, the five steps of specs 1.8:
+state). Per category, the five steps of Glickman & Doan's rating algorithm:
 
 1. initial rating of an unrated player: from his other US Chess rating where he has one (docs/rules.md#us-chess: Quick
    from Regular, else Blitz; Blitz from Quick, else Regular; Regular from Quick, else Blitz; from Regular
@@ -38,14 +38,14 @@ NAME = "uscf"
 CATEGORIES = ("regular", "quick", "blitz")
 SCORES = {"1-0": (1.0, 0.0), "0-1": (0.0, 1.0), "1/2-1/2": (0.5, 0.5)}
 
-# Epoch seconds (UTC) of the days the bonus multiplier changed (specs 1.0, docs/rules.md#us-chess).
+# Epoch seconds (UTC) of the days the bonus multiplier changed (US Chess's announcements, docs/rules.md#sources).
 FEB_1_2023 = 1675209600.0  # 2023-02-01T00:00:00Z
 JAN_1_2025 = 1735689600.0  # 2025-01-01T00:00:00Z
 
 
 @dataclass(frozen=True, slots=True)
 class UscfParams:
-    """Every constant of specs section 1 and docs/rules.md#us-chess as a named setting."""
+    """Every constant of Glickman & Doan's system and docs/rules.md#us-chess as a named setting."""
 
     # Bonus multiplier B by event end (finished_at): (from epoch seconds, B), ascending; the first applies
     # to everything before the second.
@@ -70,9 +70,9 @@ class UscfParams:
     special_max_games: int = 8  # N <= 8
     special_width: float = 400.0
     special_epsilon: float = 1e-7
-    special_knot_tolerance: float = 1e-6  # |M - Ri| <= 400 + this (specs 1.5 implementation notes)
+    special_knot_tolerance: float = 1e-6  # |M - Ri| <= 400 + this (float noise at a knot must not drop it)
     special_cap: float = 2700.0
-    special_start: str = "closed_form"  # or "prior" (specs 6, US-1)
+    special_start: str = "closed_form"  # or "prior" (the published text leaves the start open)
     step3_n_eff: float = 1.0
     # initial ratings (docs/rules.md#us-chess)
     per_year_of_age: float = 50.0
@@ -168,12 +168,12 @@ def unrated_reason(
 
 
 def expected_score(rating: float, opponent: float) -> float:
-    """Specs 1.1: We = 1 / (1 + 10^(-(R - Ri)/400)), no cap."""
+    """Glickman & Doan, winning expectancy: We = 1 / (1 + 10^(-(R - Ri)/400)), no cap."""
     return 1.0 / (1.0 + 10.0 ** (-(rating - opponent) / 400.0))
 
 
 def n_star(r0: float, params: UscfParams = PARAMS) -> float:
-    """Specs 1.2: the cap on the effective number of games."""
+    """Glickman & Doan: the cap on the effective number of games."""
     if r0 > params.n_star_top:
         return params.n_star_max
     return 50.0 / math.sqrt(params.n_star_a + params.n_star_b * (params.n_star_c - r0) ** 2)
@@ -185,7 +185,7 @@ def effective_games(r0: float, games: float, params: UscfParams = PARAMS) -> flo
 
 
 def dual_factor(r0: float, params: UscfParams = PARAMS) -> float:
-    """Specs 1.3: the Regular K factor in dual-rated events: 1 to 2200, 6.5 - 0.0025 R0, 0.25 from 2500."""
+    """Glickman & Doan, K: the Regular K factor in dual-rated events: 1 to 2200, 6.5 - 0.0025 R0, 0.25 from 2500."""
     if r0 <= params.dual_from:
         return 1.0
     if r0 >= params.dual_full_from:
@@ -244,7 +244,7 @@ def standard_rating(
     dual_regular: bool = False,
     params: UscfParams = PARAMS,
 ) -> StandardResult:
-    """Specs 1.4: R0 + K (S - E) (+ the bonus when eligible)."""
+    """Glickman & Doan, the standard formula: R0 + K (S - E) (+ the bonus when eligible)."""
     m = len(opponents)
     e = math.fsum(expected_score(r0, ri) for ri in opponents)
     k = k_factor(n_eff, m, r0, dual_regular, params)
@@ -254,7 +254,7 @@ def standard_rating(
 
 
 def provisional_expectancy(rating: float, opponent: float, width: float = 400.0) -> float:
-    """Specs 1.5: PWe = 0 below Ri - 400, 1 above Ri + 400, linear 0.5 + (R - Ri)/800 between."""
+    """Glickman & Doan's special formula: PWe = 0 below Ri - 400, 1 above Ri + 400, linear 0.5 + (R - Ri)/800 between."""
     d = rating - opponent
     if d <= -width:
         return 0.0
@@ -277,7 +277,8 @@ def special_rating(
     history: str = "mixed",
     params: UscfParams = PARAMS,
 ) -> float:
-    """Specs 1.5: the rating at which the results, with the prior as N' extra games, are as expected.
+    """Glickman & Doan's special formula: the rating at which the results, with the prior as N' extra games,
+    are as expected.
 
     `history` is "wins" (every previous game won), "losses" (every one lost) or "mixed" (otherwise,
     including unrated). Returns the result capped at 2700 (not yet raised to 100).
@@ -356,7 +357,7 @@ def history_of(games: int, extra: Mapping | None) -> str:
 
 
 def uses_special(games: int, history: str, params: UscfParams = PARAMS) -> bool:
-    """Specs 1.6: N <= 8, or all previous games won or all lost."""
+    """Glickman & Doan, when the special formula applies: N <= 8, or all previous games won or all lost."""
     return games <= params.special_max_games or history != "mixed"
 
 
@@ -457,7 +458,7 @@ def start_from_other(player_id: str, category: str, states: Mapping[StateKey, Ra
     which count in the new type's N; from Quick or Blitz, on 0 games (held less reliable). `states` are
     as they were before the event: the Quick side of a dual event does not start from the Regular rating
     the same event changes. The published system's blended initialization (several sources weighted by
-    staleness, specs 1.7) replaces this once its section 2 can be cited."""
+    staleness) replaces this once its section 2 can be cited."""
     for other in START_FROM[category]:
         st = states.get(key(player_id, other))
         if st is not None:
@@ -486,7 +487,7 @@ def plan_category(
     closed: Mapping[str, float] = {},  # noqa: B006 - read-only
     params: UscfParams = PARAMS,
 ) -> dict[str, PlayerPass]:
-    """The five steps of specs 1.8 for one category, per player with at least one rated game."""
+    """The five steps of Glickman & Doan's rating algorithm for one category, per player with at least one rated game."""
     at = event.finished_at
     games = rated_games(event, closed)
     listed = {p.player_id: p for p in event.players}
@@ -594,8 +595,8 @@ def rate_event(
 def predict(event: EventFinished, states: Mapping[StateKey, RatingState], params: UscfParams = PARAMS
             ) -> tuple[Prediction, ...]:
     """White's expected score of each rated game between two players rated in the category before the event
-    (specs 1.1's We), per category the event rates, against his score; a player's first rating is made by
-    the event itself, so his games are left out."""
+    (Glickman & Doan's winning expectancy We), per category the event rates, against his score; a player's
+    first rating is made by the event itself, so his games are left out."""
     if unrated_reason(event, {}, params) is not None:
         return ()
     out = []
