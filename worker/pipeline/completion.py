@@ -87,6 +87,19 @@ class Completion:
         if part.row_ids:
             await self.retrier.db("mark published", lambda: self.store.mark_published(part.row_ids))
 
+    def check_position(self, tp: TopicPartition, offset: int) -> None:
+        """Records fetched from `offset`: below an offset this process committed, the partition went back.
+        Nothing is applied twice (the processed ids are in PostgreSQL), but the operator must know:
+        messages the broker lost are lost unless their producers send them again (docs/operations.md)."""
+        committed = self.committed.get(tp, 0)
+        if offset >= committed:
+            return
+        log(logger, logging.ERROR, "partition went back below an offset this worker committed: the broker lost "
+            "its data or the group's offsets, or they were reset; messages already applied will be skipped",
+            topic=tp.topic, partition=tp.partition, committed=committed, fetched=offset)
+        self.metrics.offsets_went_back.labels(tp.topic).inc()
+        self.committed[tp] = offset  # once per fall, not once per batch while it catches up
+
     async def commit_offsets(self, offsets: dict[TopicPartition, int]) -> None:
         """Step 4: the only place offsets are committed (never after a halt)."""
         if self.halted:

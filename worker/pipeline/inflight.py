@@ -20,12 +20,14 @@ import asyncio
 import enum
 from typing import Any, NamedTuple
 
+from worker.contract.decode import decode_rateable
+from worker.contract.reasons import BadMessage
 from worker.engine import Plan
 from worker.pipeline.retry import Abandoned, Behind
 from worker.ratings.inputs import Message
 from worker.ratings.system import RatingSystem
 
-__all__ = ["Batch", "Item", "PreviousBatchFailed", "Stage"]
+__all__ = ["Batch", "Item", "PreviousBatchFailed", "Stage", "decode_records"]
 
 
 class Item(NamedTuple):
@@ -35,6 +37,27 @@ class Item(NamedTuple):
     record: Any
     message: Message
     system: RatingSystem
+
+
+async def decode_records(records: dict[Any, list], max_bytes: int) -> tuple[list[Item], list, dict, list[int]]:
+    """A batch's contents from its records, by partition: its good messages (`Item`s), its dead letters
+    (record, why), the offset after each partition's last record, and every record's timestamp. Yields
+    now and then, so that the batches already in PostgreSQL get their round trips answered meanwhile."""
+    items: list[Item] = []
+    dead: list = []
+    offsets: dict = {}
+    stamps: list[int] = []
+    for tp, recs in records.items():
+        stamps.extend(r.timestamp for r in recs)
+        for i, record in enumerate(recs):
+            if i % 500 == 499:
+                await asyncio.sleep(0)
+            try:
+                items.append(Item(record, *decode_rateable(record.value, max_bytes, record.headers)))
+            except BadMessage as exc:
+                dead.append((record, exc))
+        offsets[tp] = recs[-1].offset + 1
+    return items, dead, offsets, stamps
 
 
 class PreviousBatchFailed(Behind):

@@ -35,13 +35,11 @@ from aiokafka.errors import KafkaError
 
 from worker import kafka_clients
 from worker.config import Config
-from worker.contract.decode import decode_rateable
-from worker.contract.reasons import BadMessage
 from worker.observability import HealthServer, Metrics, Readiness, log
 from worker.pipeline.completion import Completion
 from worker.pipeline.database import DatabaseStage
 from worker.pipeline.faults import Faults
-from worker.pipeline.inflight import Batch, Item
+from worker.pipeline.inflight import Batch, decode_records
 from worker.pipeline.intake import FETCH_RETRY_S, Intake, is_group_error
 from worker.pipeline.monitors import BrokerProbe, LagMonitor
 from worker.pipeline.publisher import Publisher
@@ -213,21 +211,9 @@ class Pipeline:
         """Decode records into a batch and start its database stage; yields now and then so that the
         batches already in PostgreSQL get their round trips answered while this one decodes."""
         started = time.perf_counter()
-        items, dead, offsets, stamps = [], [], {}, []
-        committed = self.completion.committed
         for tp, recs in records.items():
-            if recs[0].offset < committed.get(tp, 0):
-                self._offsets_went_back(tp, recs[0].offset)
-            stamps.extend(r.timestamp for r in recs)
-            for i, record in enumerate(recs):
-                if i % 500 == 499:
-                    await asyncio.sleep(0)
-                try:
-                    items.append(Item(record, *decode_rateable(record.value, self.config.max_message_bytes,
-                                                               record.headers)))
-                except BadMessage as exc:
-                    dead.append((record, exc))
-            offsets[tp] = recs[-1].offset + 1
+            self.completion.check_position(tp, recs[0].offset)
+        items, dead, offsets, stamps = await decode_records(records, self.config.max_message_bytes)
         # A batch with nothing to apply stays out of the ordering chain: it would "commit" at once and
         # let the next batch overtake the one before it. Its offsets still commit in batch order.
         self._launched += 1
@@ -279,15 +265,6 @@ class Pipeline:
         self._unfinished = max(0, self._unfinished - 1)
         if self.lag is not None:
             self.lag.waiting = 0  # measured before this batch: the lag monitor measures it again within 5 s
-
-    def _offsets_went_back(self, tp: TopicPartition, offset: int) -> None:
-        """Nothing is applied twice (the processed ids are in PostgreSQL), but the operator must know:
-        messages the broker lost are lost unless their producers send them again (docs/operations.md)."""
-        log(logger, logging.ERROR, "partition went back below an offset this worker committed: the broker lost "
-            "its data or the group's offsets, or they were reset; messages already applied will be skipped",
-            topic=tp.topic, partition=tp.partition, committed=self.completion.committed[tp], fetched=offset)
-        self.metrics.offsets_went_back.labels(tp.topic).inc()
-        self.completion.committed[tp] = offset  # once per fall, not once per batch while it catches up
 
     # ---- draining, giving up ---------------------------------------------------------------------
 
