@@ -235,6 +235,18 @@ def predict(
     return (Prediction(cat, expected, SCORES[game.result][0]),)
 
 
+#: A time control of each category: CSR reads nothing else of a game's time control than its category.
+SAMPLE_TIME_CONTROLS = {"bullet": TimeControl(60, 0), "blitz": TimeControl(300, 0), "rapid": TimeControl(600, 0),
+                        "classical": TimeControl(1800, 0), "correspondence": TimeControl(days_per_move=3)}
+
+
+def hypothetical_game(cat: str, white: str, black: str, result: str, at: float) -> GameFinished:
+    """A rated game of standard chess in that category, finished at `at` (points at stake:
+    worker.engine.preview rates it as a batch would, White's +35 and the start of a category never played
+    included)."""
+    return GameFinished("preview", True, "standard", SAMPLE_TIME_CONTROLS[cat], white, black, result, at)
+
+
 def imported_state(imp, version: int, params: CsrParams = PARAMS) -> RatingState:
     """A rating.imported's state: RD and volatility default to the start values."""
     rd = params.start_rd if imp.rd is None else imp.rd
@@ -378,6 +390,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
         NAME, ("game.finished",), players, state_keys, partial(rate_game, params=p), title="CSR", docs=docs,
         categories=CATEGORIES,
         more_keys=more_keys, predict=partial(predict, params=p), parameters=chosen.name,
+        hypothetical_game=hypothetical_game,
         established=lambda state: not is_provisional(state.rd, p),
         imports=Imports(partial(imported_state, params=p), partial(import_start, params=p),
                         partial(import_flags, params=p), import_more_keys),

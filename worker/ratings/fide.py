@@ -67,7 +67,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from worker.ratings.doctext import signed, table
-from worker.ratings.inputs import EventFinished, PeriodClosed
+from worker.ratings.inputs import EventFinished, EventGame, EventPlayer, PeriodClosed
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import Imports, Prediction, RatingSystem, Sweep
@@ -791,6 +791,15 @@ def predict(event: EventFinished, states: Mapping[StateKey, RatingState], params
     return tuple(out)
 
 
+def hypothetical_game(rating_type: str, white: str, black: str, result: str, at: float) -> EventFinished:
+    """A rated FIDE event of one game of that rating type, started and finished at `at` (points at stake,
+    worker.engine.preview): it goes to the list of its end date, rated with the list in force then; each
+    player's birth year is the one stored. Its change of a player's live rating is what the game is worth
+    to him: K (fixed for his period, capped over its games) x (score - expected score, 400-point rule)."""
+    return EventFinished("preview", "fide", True, at, (EventPlayer(white), EventPlayer(black)),
+                         (EventGame(1, white, black, result),), rating_type=rating_type, started_at=at)
+
+
 def imported_state(imp, version: int, params: FideParams = PARAMS) -> RatingState:
     """A rating.imported's state: a published list rating with no open period (`view` reads a state
     without "published" so), with what the list says of K (docs/rules.md#fide): its `k` is the K of the next
@@ -916,7 +925,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
         sweep=Sweep("rating.period_closed", partial(close_list, params=p), partial(list_concerns, params=p)),
         inactive=is_inactive, starts_unrated=True,  # no rating before the first
         established=lambda state: is_listed(state) and not is_inactive(state),
-        predict=partial(predict, params=p),
+        predict=partial(predict, params=p), hypothetical_game=hypothetical_game,
     )
 
 

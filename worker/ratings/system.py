@@ -35,6 +35,10 @@ The engine (worker.engine) drives every system through these functions and nothi
   scores the ratings by it): one `Prediction` per side it forecasts, none for a message it does not rate.
 - `docs` writes the system's section of docs/ratings.md (`rating-worker docs`), every number computed by the
   module's own functions; None for a system without one (fair play).
+- `hypothetical_game` builds the message one rated game between two players would be, in one of its
+  categories: (category, white, black, result "1-0" | "1/2-1/2" | "0-1", time) -> the payload `rate`
+  takes (it must need no `history` nor `context`). The read API's points at stake rate it like any
+  message, writing nothing (worker.engine.preview); None for a system with no such game (puzzles, TSR).
 - `parameters` names the parameter set the system was declared from (worker.ratings.parameters: a module
   with dated sets declares its system once per set, and each message is rated by the one in effect at its
   time); every `rating.changed` it causes carries the name.
@@ -150,3 +154,5 @@ class RatingSystem:
     established: Callable[[RatingState], bool] = lambda state: True  # on the leaderboards (see the docstring)
     predict: Callable[[Any, Mapping[StateKey, RatingState]], tuple[Prediction, ...]] = lambda payload, states: ()
     parameters: str | None = None  # the parameter set it was declared from ("csr-1"), None: a system without
+    # (category, white, black, result, at) -> the payload of one rated game (see the docstring); None: none
+    hypothetical_game: Callable[[str, str, str, str, float], Any] | None = None

@@ -29,7 +29,7 @@ from functools import partial
 from typing import NamedTuple
 
 from worker.ratings.doctext import table
-from worker.ratings.inputs import EventFinished
+from worker.ratings.inputs import EventFinished, EventGame, EventPlayer
 from worker.ratings.parameters import ParameterSet
 from worker.ratings.state import Outcome, RatingChange, RatingState, StateKey
 from worker.ratings.system import Imports, Prediction, RatingSystem
@@ -609,6 +609,20 @@ def predict(event: EventFinished, states: Mapping[StateKey, RatingState], params
     return tuple(out)
 
 
+#: (base minutes, increment seconds) of a time control that rates each category alone (30..65 rates two).
+SAMPLE_TIME_CONTROLS = {"blitz": (5, 0), "quick": (15, 0), "regular": (90, 30)}
+
+
+def hypothetical_game(cat: str, white: str, black: str, result: str, at: float) -> EventFinished:
+    """A rated US Chess event of one game, finished at `at`, of a time control that rates that category alone
+    (points at stake, worker.engine.preview): a one-game event, so no bonus, and a Regular game not dual. Ages
+    are not known: an unrated opponent starts from his other ratings, else from 1300."""
+    minutes, increment = SAMPLE_TIME_CONTROLS[cat]
+    return EventFinished("preview", "uscf", True, at, (EventPlayer(white), EventPlayer(black)),
+                         (EventGame(1, white, black, result),), time_control_minutes=minutes,
+                         time_control_increment=increment)
+
+
 def imported_state(imp, version: int) -> RatingState:
     """A rating.imported's state: the W/D/L and event counts it gives (0 where it gives none)."""
     extra = {"wins": imp.wins or 0, "draws": imp.draws or 0, "losses": imp.losses or 0, "events3": imp.events or 0}
@@ -673,7 +687,7 @@ def declare(chosen: ParameterSet) -> RatingSystem:
         established=lambda state: is_established(state.games, p),
         imports=Imports(imported_state, lambda imp, states: RatingState(0.0), partial(import_flags, params=p)),
         starts_unrated=True,  # no rating before the first
-        predict=partial(predict, params=p),
+        predict=partial(predict, params=p), hypothetical_game=hypothetical_game,
     )
 
 
