@@ -7,6 +7,8 @@
 - sweep: a message that concerns every state of a system (FIDE's monthly list), in bounded chunks;
   `steps`: a run of messages with sweeps among them, cut into batches and sweeps; `apply_messages`: them
   applied in order
+- preview: points at stake, a game not played yet rated once per result from the stored states, writing
+  nothing (the read API's `/v1/preview`)
 
 The engine knows the rating systems only through their declarations (worker.ratings.system), and
 the store only through its port (worker.store.base); it knows nothing of Kafka.

@@ -21,6 +21,8 @@ EXPLAINED: dict[str, str] = {
     "no_rated_games": "FIDE: none of its games counted for anybody",
     "not_fair_play": "an account closed for another reason than fair play: nobody's rating changes",
     "already_closed": "the account was already closed for fair play: nothing more is refunded",
+    # a game asked about (the read API's points at stake), not a message
+    "same_player": "white and black are the same player: a player cannot play himself",
     # one participant of a rated message
     "too_few_votes": "fewer than 10 votes cast: neither rated nor anyone's opponent",
     "opponent_closed": "the opponent's account is closed for fair play",
