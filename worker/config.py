@@ -3,6 +3,8 @@
 Every setting has a documented default; an invalid one stops the process with one clear line naming the
 variable. `settings()` is the one description of them: `rating-worker run --help` and the reference page
 docs/configuration.md (written by `rating-worker docs`, checked by a test) are both made from it.
+`Config` holds the worker's settings (`run`, and the operator's commands take what they need of it);
+`ServeConfig` the read API's (`serve`), which runs apart from the workers and never needs a broker.
 """
 
 from __future__ import annotations
@@ -86,6 +88,26 @@ class Config:
     __str__ = __repr__
 
 
+@dataclass(frozen=True)
+class ServeConfig:
+    """The read API's settings (`rating-worker serve`)."""
+
+    database_url: str = ""
+    api_host: str = "0.0.0.0"
+    api_port: int = 8080
+    api_db_pool_size: int = 10
+    api_db_timeout_s: float = 5.0
+    api_cors_origins: tuple[str, ...] = ()
+    support_token: str = ""
+    log_level: str = "INFO"
+
+    def __repr__(self) -> str:
+        return f"ServeConfig(database_url={mask_url(self.database_url)!r}, api_host={self.api_host!r}, " \
+               f"api_port={self.api_port}, support_token={'***' if self.support_token else ''!r})"
+
+    __str__ = __repr__
+
+
 HELP = {
     "database_url": "PostgreSQL URL, e.g. postgresql://user:pass@host:5432/ratings?sslmode=require (required)",
     "kafka_bootstrap_servers": "Kafka bootstrap servers, host:port[,host:port] (required)",
@@ -131,6 +153,16 @@ HELP = {
     "kafka_ssl_keyfile": "client key for SSL",
     "log_level": "DEBUG, INFO, WARNING or ERROR: JSON logs on stderr, one line per notable event",
     "migrate": "apply pending migrations before starting (default: refuse an out-of-date schema)",
+    # the read API (ServeConfig)
+    "api_host": "address the read API binds",
+    "api_port": "port of the read API (/v1/..., /openapi.json, /healthz, /readyz, /metrics)",
+    "api_db_pool_size": "PostgreSQL connections of one read API process (its requests in PostgreSQL at once)",
+    "api_db_timeout_s": "a read taking longer fails with 503 and Retry-After (PostgreSQL cancels it)",
+    "api_cors_origins": "comma-separated origins whose pages may call the API from a browser (CORS), or * for "
+                        "any; default: none (same origin only)",
+    "support_token": "when set, `/v1/messages` (what became of a message) needs `Authorization: Bearer` this "
+                     "token (give it by the environment: a flag shows in the process list); default: open to anyone "
+                     "who can reach the API",
 }
 
 
@@ -146,19 +178,19 @@ class Setting:
     switch: bool
 
 
-def settings() -> list[Setting]:
-    """Every field of Config, in its order: the flag is `--batch-size` for BATCH_SIZE."""
+def settings(kind: type = Config) -> list[Setting]:
+    """Every field of Config (or ServeConfig), in its order: the flag is `--batch-size` for BATCH_SIZE."""
     out = []
-    for f in fields(Config):
+    for f in fields(kind):
         default = ",".join(f.default) if isinstance(f.default, tuple) else f.default
         out.append(Setting(f.name, "--" + f.name.replace("_", "-"), f.name.upper(),
                            None if default in ("", False) else default, HELP[f.name], f.type == "bool"))
     return out
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, kind: type = Config) -> None:
     """One flag per setting; the environment fills what flags leave out."""
-    for s in settings():
+    for s in settings(kind):
         if s.switch:
             parser.add_argument(s.flag, action="store_true", default=None, help=f"{s.meaning} [env {s.env}]")
             continue
@@ -181,10 +213,10 @@ def _convert(name: str, kind: str, raw: str):
     return raw
 
 
-def _read(args: argparse.Namespace | None, env: dict[str, str] | None, overrides: dict) -> Config:
+def _read(args: argparse.Namespace | None, env: dict[str, str] | None, overrides: dict, kind: type = Config):
     env = os.environ if env is None else env
     values = {}
-    for f in fields(Config):
+    for f in fields(kind):
         raw = overrides.get(f.name)
         if raw is None and args is not None:
             raw = getattr(args, f.name, None)
@@ -192,7 +224,7 @@ def _read(args: argparse.Namespace | None, env: dict[str, str] | None, overrides
             raw = env.get(f.name.upper())
         if raw is not None:
             values[f.name] = raw if not isinstance(raw, str) else _convert(f.name, f.type, raw)
-    return Config(**values)
+    return kind(**values)
 
 
 def load(args: argparse.Namespace | None = None, env: dict[str, str] | None = None, **overrides) -> Config:
@@ -215,7 +247,30 @@ def load_for_tool(
     return config
 
 
-def _validate_database(c: Config) -> None:
+def load_serve(args: argparse.Namespace | None = None, env: dict[str, str] | None = None, **overrides) -> ServeConfig:
+    """The read API's settings, checked: ConfigError names the first one wrong."""
+    c = _read(args, env, overrides, ServeConfig)
+    _validate_database(c)
+    if not 0 <= c.api_port <= 65535:
+        raise ConfigError(f"API_PORT={c.api_port}: must be 0..65535 (0: any free port)")
+    if c.api_db_pool_size < 1:
+        raise ConfigError(f"API_DB_POOL_SIZE={c.api_db_pool_size}: must be at least 1")
+    if not (math.isfinite(c.api_db_timeout_s) and c.api_db_timeout_s > 0):
+        raise ConfigError(f"API_DB_TIMEOUT_S={c.api_db_timeout_s}: must be positive")
+    for origin in c.api_cors_origins:
+        parts = urlparse(origin)
+        if origin != "*" and (parts.scheme not in ("http", "https") or not parts.netloc or parts.path):
+            raise ConfigError(f"API_CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port], or *)")
+    _validate_log_level(c.log_level)
+    return c
+
+
+def _validate_log_level(level: str) -> None:
+    if level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError(f"LOG_LEVEL={level!r}: DEBUG, INFO, WARNING or ERROR")
+
+
+def _validate_database(c: Config | ServeConfig) -> None:
     if not c.database_url:
         raise ConfigError("DATABASE_URL is not set: give the PostgreSQL URL (postgresql://user:pass@host/db)")
     parts = urlparse(c.database_url)
@@ -304,8 +359,7 @@ def validate(c: Config) -> None:
         raise ConfigError(f"KAFKA_FETCH_MAX_WAIT_MS={c.kafka_fetch_max_wait_ms}: must be 0..4000")
     if c.kafka_heartbeat_interval_ms >= c.kafka_session_timeout_ms:
         raise ConfigError("KAFKA_HEARTBEAT_INTERVAL_MS must be smaller than KAFKA_SESSION_TIMEOUT_MS")
-    if c.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        raise ConfigError(f"LOG_LEVEL={c.log_level!r}: DEBUG, INFO, WARNING or ERROR")
+    _validate_log_level(c.log_level)
 
 
 def kafka_security(c: Config) -> dict:

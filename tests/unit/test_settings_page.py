@@ -36,3 +36,17 @@ def test_a_setting_the_page_does_not_know_fails(monkeypatch):
 
     monkeypatch.setitem(config.HELP, "batch_size", "a meaning the committed page does not have")
     assert PAGE.read_text(encoding="utf-8") != render()
+
+
+def test_every_flag_of_serve_is_on_the_page(capsys):
+    """The read API's settings (ServeConfig) have their own section, from the same declarations as
+    `rating-worker serve --help`."""
+    from worker.config import ServeConfig
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    page, helptext = render(), capsys.readouterr().out
+    section = page[page.index("`rating-worker serve`"):]
+    for s in settings(ServeConfig):
+        assert s.flag in helptext and s.env in helptext, s.name
+        assert f"| `{s.env}` | `{s.flag}` |" in section, s.name

@@ -4,7 +4,7 @@ the committed page is stale; `rating-worker docs` writes it)."""
 
 from __future__ import annotations
 
-from worker.config import settings
+from worker.config import Config, ServeConfig, settings
 
 INTRO = """\
 # Configuration
@@ -18,6 +18,14 @@ setting stops it with one line naming it, exit code 2 ([operations](operations.m
 operator's commands (`player`, `leaderboard`, `dlq`, ...) read the same variables, only the ones they need.
 TLS and SASL are set up as [deploy](deploy.md#security) shows."""
 
+SECTIONS = (
+    (Config, "## The worker: `rating-worker run`", ""),
+    (ServeConfig, "## The read API: `rating-worker serve`",
+     "The read API runs apart from the workers (`rating-worker serve --help`) and needs only PostgreSQL: a "
+     "role that may only SELECT is enough ([deploy](deploy.md)). It checks its settings at start as the "
+     "worker does."),
+)
+
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
@@ -28,7 +36,10 @@ def _default(value: object) -> str:
 
 
 def render() -> str:
-    rows = ["| variable | flag | default | meaning |", "|---|---|---|---|"]
-    for s in settings():
-        rows.append(f"| `{s.env}` | `{s.flag}` | {_default(s.default)} | {_cell(s.meaning)} |")
-    return INTRO + "\n\n" + "\n".join(rows) + "\n"
+    parts = [INTRO]
+    for kind, heading, intro in SECTIONS:
+        rows = ["| variable | flag | default | meaning |", "|---|---|---|---|"]
+        for s in settings(kind):
+            rows.append(f"| `{s.env}` | `{s.flag}` | {_default(s.default)} | {_cell(s.meaning)} |")
+        parts += [heading] + ([intro] if intro else []) + ["\n".join(rows)]
+    return "\n\n".join(parts) + "\n"
