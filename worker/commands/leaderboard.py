@@ -7,7 +7,7 @@ import textwrap
 import time
 
 from worker.commands.operator import UsageError, add_common, command, connect, emit
-from worker.store.reads import OperatorReads
+from worker.store.reads import OperatorReads, ranks
 from worker.terminal.table import table, terminal_width
 
 DAY_S = 86400.0
@@ -29,15 +29,6 @@ def check_board(system: str, category: str) -> None:
         raise UsageError(f"no system {system!r}: one of {', '.join(RATINGS)}")
     if category not in RATINGS[system]:
         raise UsageError(f"{system} has no category {category!r}: one of {', '.join(RATINGS[system])}")
-
-
-def ranks(ratings: list[float]) -> list[int]:
-    """Competition ranks of ratings in descending order: equal ratings share a rank, and the next one
-    skips as many (1, 2, 2, 4), so that a rank says how many are above."""
-    out: list[int] = []
-    for i, rating in enumerate(ratings):
-        out.append(out[-1] if i and rating == ratings[i - 1] else i + 1)
-    return out
 
 
 async def leaderboard(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
-"""The operator's reads of PostgreSQL, behind one object (procrastinate's "manager" habit): what
-`rating-worker player`, `message`, `leaderboard` and `outbox` show, and the demo's screen. The read API
-can serve the same answers from it.
+"""The reads of PostgreSQL for people, behind one object (procrastinate's "manager" habit): what
+`rating-worker player`, `message`, `leaderboard` and `outbox` show, the demo's screen, and the read API's
+answers (worker.api), so that the commands and the API read the same rows.
 
 `OperatorReads` takes anything that runs asyncpg's fetch, fetchrow and fetchval: a connection (set up by
 worker.store.postgres.init_connection, for the jsonb codec) or a pool; whoever opened it closes it. The
@@ -9,10 +9,28 @@ rows come back as asyncpg gives them; every statement is in sql/queries.sql. Not
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from typing import Any
 
+from worker.ratings.state import RatingState
 from worker.store.queries import QUERIES
+
+#: Rows a cursor fetches at a time from a long read (a FIDE list)
+PREFETCH = 2000
+
+
+def ranks(ratings: Sequence[float], above: int = 0, position: int = 0) -> list[int]:
+    """Competition ranks of a page of ratings in descending order: equal ratings share a rank, and the next
+    one skips as many (1, 2, 2, 4), so that a rank says how many are above. A later page gives how many
+    entries rate higher than its first (`above`) and how many come before it (`position`)."""
+    out: list[int] = []
+    for i, rating in enumerate(ratings):
+        if i and rating == ratings[i - 1]:
+            out.append(out[-1])
+        else:
+            out.append(above + 1 if rating == ratings[0] else position + i + 1)
+    return out
 
 
 class OperatorReads:
@@ -83,3 +101,43 @@ class OperatorReads:
     async def processed_from(self, source: str) -> int:
         """How many messages of this source were processed."""
         return await self.db.fetchval(QUERIES["demo_processed"], source)
+
+    # The read API's own (worker.api)
+
+    async def player_positions(self, player_id: str, systems: Sequence[str]):
+        """Where each of his ratings on a leaderboard stands: above, below, and the board's size."""
+        return await self.db.fetch(QUERIES["player_positions"], player_id, list(systems))
+
+    async def leaderboard_page(self, system: str, category: str, limit: int, after: tuple[float, str],
+                               active_since: float | None):
+        """The `limit` entries after `after` (rating, player id) in the board's order."""
+        if active_since is None:
+            return await self.db.fetch(QUERIES["leaderboard_page"], system, category, limit, *after)
+        return await self.db.fetch(QUERIES["leaderboard_page_active"], system, category, limit, *after,
+                                   active_since)
+
+    async def leaderboard_ahead(self, system: str, category: str, rating: float, player_id: str,
+                                active_since: float | None):
+        """How many entries rate higher than (rating, player id), and how many tie with it but come first."""
+        return await self.db.fetchrow(QUERIES["leaderboard_ahead"], system, category, rating, player_id,
+                                      active_since)
+
+    async def rating_history(self, player_id: str, system: str, category: str, after_version: int,
+                             since: datetime | None, until: datetime | None, limit: int, newest_first: bool):
+        """One rating's history rows from a version on (newest first: before it), in a time window."""
+        name = "rating_history_desc" if newest_first else "rating_history"
+        return await self.db.fetch(QUERIES[name], player_id, system, category, after_version, since, until, limit)
+
+    async def message_records(self, source: str, message_id: str, ref: str | None):
+        """The history rows a message caused, to rebuild their rating.changed."""
+        if ref is not None:
+            return await self.db.fetch(QUERIES["message_records_by_ref"], source, message_id, ref)
+        return await self.db.fetch(QUERIES["message_records_by_cause"], source, message_id)
+
+    async def fide_states(self, category: str) -> AsyncIterator[tuple[str, RatingState]]:
+        """Every stored FIDE state of a rating type, by player id, read through a cursor (a list is long).
+        Needs a connection, not a pool: the cursor lives in a transaction."""
+        async with self.db.transaction(readonly=True):
+            async for r in self.db.cursor(QUERIES["fide_states"], category, prefetch=PREFETCH):
+                yield r["player_id"], RatingState(r["rating"], r["rd"], r["volatility"], r["games"], r["peak"],
+                                                  r["last_at"], r["version"], r["extra"])

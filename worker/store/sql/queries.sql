@@ -408,7 +408,10 @@ SELECT r.system, r.category, r.rating, r.rd, r.volatility, r.games, r.peak, r.ve
        CASE WHEN c.payload IS NULL THEN to_jsonb(c.floor)
             ELSE convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'floor' END AS floor,
        CASE WHEN c.payload IS NULL THEN to_jsonb(c.after_rating)
-            ELSE convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'after' -> 'rating' END AS shown
+            ELSE convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'after' -> 'rating' END AS shown,
+       CASE WHEN c.payload IS NULL THEN to_jsonb(c.inactive)
+            ELSE convert_from(c.payload, 'UTF8')::jsonb -> 'data' -> 'inactive' END AS inactive,
+       r.last_at AS last_at_s, r.extra
 FROM ratings AS r
 LEFT JOIN rating_changes AS c
   ON c.player_id = r.player_id AND c.system = r.system AND c.category = r.category
@@ -488,3 +491,107 @@ ORDER BY player_id, system, category, version;
 -- name: message_unrated
 -- $1 source, $2 id: whom it left unchanged, and why (index unrated_players_message).
 SELECT player_id, system, reason FROM unrated_players WHERE source = $1 AND id = $2 ORDER BY player_id;
+
+-- The read API's own (worker.api; the answers above serve it too)
+
+-- name: player_positions
+-- $1 player id, $2 the systems that publish ratings: where each of his ratings on a leaderboard stands
+-- (absent: not on it): how many of that board rate higher, lower, and its size. The counts read the
+-- board's index range (ratings_leaderboard), so they cost the size of the board.
+SELECT b.system, b.category,
+       (SELECT count(*) FROM leaderboard AS o
+        WHERE o.system = b.system AND o.category = b.category AND o.rating > b.rating) AS above,
+       (SELECT count(*) FROM leaderboard AS o
+        WHERE o.system = b.system AND o.category = b.category AND o.rating < b.rating) AS below,
+       (SELECT count(*) FROM leaderboard AS o WHERE o.system = b.system AND o.category = b.category) AS size
+FROM leaderboard AS b
+WHERE b.player_id = $1 AND b.system = ANY($2::text[]);
+
+-- name: leaderboard_page
+-- $1 system, $2 category, $3 how many, $4 rating and $5 player id of the entry before the page (first
+-- page: 'Infinity' and ''): the next entries in the board's order (the partial index ratings_leaderboard
+-- read from that entry on: a keyset, stable while ratings change, and no OFFSET to count through).
+SELECT player_id, rating, rd, games, to_timestamp(last_at) AS last_played_at
+FROM leaderboard
+WHERE system = $1 AND category = $2 AND rating <= $4 AND (rating < $4 OR player_id > $5)
+ORDER BY rating DESC, player_id
+LIMIT $3;
+
+-- name: leaderboard_page_active
+-- As leaderboard_page, of the players whose last rated game is at or after $6 (epoch seconds).
+SELECT player_id, rating, rd, games, to_timestamp(last_at) AS last_played_at
+FROM leaderboard
+WHERE system = $1 AND category = $2 AND rating <= $4 AND (rating < $4 OR player_id > $5) AND last_at >= $6
+ORDER BY rating DESC, player_id
+LIMIT $3;
+
+-- name: leaderboard_ahead
+-- $1 system, $2 category, $3 rating, $4 player id, $5 epoch seconds or null (every player): how many
+-- entries rate higher, and how many rate the same but come first by player id (a later page's ranks).
+SELECT count(*) FILTER (WHERE rating > $3) AS above,
+       count(*) FILTER (WHERE rating = $3 AND player_id < $4) AS tied_before
+FROM leaderboard
+WHERE system = $1 AND category = $2 AND rating >= $3 AND ($5::float8 IS NULL OR last_at >= $5);
+
+-- name: rating_history
+-- $1 player id, $2 system, $3 category, $4 the version after which to start, $5 and $6 the cause's time
+-- from and to (timestamptz, null: open), $7 how many: one rating's history in version order (the
+-- rating_changes_key_version index), with what rebuilds each rating.changed (as `unpublished`).
+SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version, r.rating, r.delta,
+       r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
+       extract(epoch FROM r.changed_at)::float8 AS changed_at,
+       r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive,
+       r.parameters
+FROM rating_changes AS r
+WHERE r.player_id = $1 AND r.system = $2 AND r.category = $3 AND r.version > $4
+  AND ($5::timestamptz IS NULL OR r.changed_at >= $5) AND ($6::timestamptz IS NULL OR r.changed_at <= $6)
+ORDER BY r.version
+LIMIT $7;
+
+-- name: rating_history_desc
+-- As rating_history, newest first: the versions before $4.
+SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version, r.rating, r.delta,
+       r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
+       extract(epoch FROM r.changed_at)::float8 AS changed_at,
+       r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive,
+       r.parameters
+FROM rating_changes AS r
+WHERE r.player_id = $1 AND r.system = $2 AND r.category = $3 AND r.version < $4
+  AND ($5::timestamptz IS NULL OR r.changed_at >= $5) AND ($6::timestamptz IS NULL OR r.changed_at <= $6)
+ORDER BY r.version DESC
+LIMIT $7;
+
+-- name: message_records_by_ref
+-- $1 source, $2 id, $3 its ref (game, competition or puzzle id): the history rows it caused (index
+-- rating_changes_cause_ref), with what rebuilds each rating.changed.
+SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version, r.rating, r.delta,
+       r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
+       extract(epoch FROM r.changed_at)::float8 AS changed_at,
+       r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive,
+       r.parameters
+FROM rating_changes AS r
+WHERE r.cause_ref = $3 AND r.cause_source = $1 AND r.cause_id = $2
+ORDER BY r.player_id, r.system, r.category, r.version;
+
+-- name: message_records_by_cause
+-- $1 source, $2 id: the history rows of a message without a ref (an import, a fair-play closure): a
+-- scan of the history, as message_changes_by_cause.
+SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version, r.rating, r.delta,
+       r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
+       extract(epoch FROM r.changed_at)::float8 AS changed_at,
+       r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive,
+       r.parameters
+FROM rating_changes AS r
+WHERE r.cause_source = $1 AND r.cause_id = $2
+ORDER BY r.player_id, r.system, r.category, r.version;
+
+-- name: fide_states
+-- $1 rating type (standard, rapid, blitz): every stored FIDE state of it, by player id (a FIDE list).
+SELECT player_id, rating, rd, volatility, games, peak, last_at, version, extra
+FROM ratings
+WHERE system = 'fide' AND category = $1
+ORDER BY player_id;
