@@ -130,7 +130,7 @@ LAYERS = [
     ("worker.contract",),
     ("worker.store",),
     ("worker.engine",),
-    ("worker.pipeline", "worker.offline", "worker.dev", "worker.terminal"),
+    ("worker.pipeline", "worker.offline", "worker.dev", "worker.terminal", "worker.api"),
     ("worker.commands",),
 ]
 #: what a layer must not import beside: the library of a layer it does not talk to

@@ -1,4 +1,4 @@
-"""`rating-worker COMMAND`: run, migrate, replay, backfill, docs, demo, import, and the operator's commands (player,
+"""`rating-worker COMMAND`: run, serve, migrate, replay, backfill, docs, demo, import, and the operator's commands (player,
 leaderboard, outbox, dlq). `rating-worker COMMAND --help` explains each; each lives in worker/commands/."""
 
 from __future__ import annotations

@@ -83,7 +83,8 @@ def test_is_asyncapi_3_0():
 def test_every_json_schema_is_referenced():
     referenced = {(DOC.parent / ref.split("#", 1)[0]).resolve()
                   for ref, _ in refs(load()) if is_local_file(ref)}
-    schemas = {p.resolve() for p in SCHEMAS.glob("*.json")}
+    # the message schemas: openapi.json is the read API's document (tests/unit/test_openapi.py)
+    schemas = {p.resolve() for p in SCHEMAS.glob("*.json") if p.stem != "openapi"}
     assert schemas, "no schemas/*.json found"
     missing = sorted(p.name for p in schemas - referenced)
     assert not missing, f"schemas/asyncapi.yaml does not reference {missing}: add them to the document"

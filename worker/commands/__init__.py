@@ -1,6 +1,7 @@
 """The `rating-worker` commands, one module each, each with its own `add_parser(sub)`.
 
 - run: the worker (the store, the pipeline, the health server, the signals, the watchdog)
+- serve: the read API (worker.api) under uvicorn
 - migrate, replay, backfill (a history into PostgreSQL in bulk), evaluate (how well the ratings predicted a
   history), docs, demo
 - importer: `rating-worker import FILE` (a package: reading, checking, sending, the command)
@@ -18,6 +19,7 @@ demo's libraries (0.1 to 0.15 s of every start, 3% of a 100,000-game replay).
 #: command name -> its module (worker.commands.<module>), in the order of `rating-worker --help`
 COMMANDS = {
     "run": "run",
+    "serve": "serve",
     "migrate": "migrate",
     "replay": "replay",
     "backfill": "backfill",

@@ -22,7 +22,7 @@ from worker.ratings.registry import SYSTEMS, TIMELINES
 from worker.ratings.state import RatingState, StateKey
 from worker.ratings.system import RatingSystem
 
-__all__ = ["PREVIEWS", "NotRatable", "PreviewUnsupported", "points_at_stake"]
+__all__ = ["PREVIEWS", "NotRatable", "PreviewUnsupported", "first_game_start", "points_at_stake"]
 
 #: system -> the categories whose points at stake can be asked for (the systems that declare a game).
 PREVIEWS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -160,3 +160,25 @@ def _why_nobody(outcomes: list[Computed]) -> tuple[str, tuple[tuple[str, str], .
     words = {reason for _, reason in left_out}
     reason = words.pop() if len(words) == 1 else computed.result.messages[0].reason or "no_rated_games"
     return reason, left_out
+
+
+#: The opponent of a start's hypothetical game: an id no message can carry (the contract's ids have no
+#: NUL), so that no stored state is his.
+_NEWCOMER = "\x00newcomer"
+
+
+def first_game_start(system: str, category: str, player_id: str, stored: Mapping[StateKey, RatingState],
+                     at: float) -> tuple[float | None, float | None, float | None]:
+    """The rating, RD and volatility his first game in this category would be rated from at `at`: the
+    `before` of that game's record, the game rated as a batch rates it, against a newcomer, from his
+    `stored` states (all of his in the system: CSR starts a speed from the other speeds he has played).
+    The read API shows it for a rating not played yet (RatingSystem.hypothetical_game; pure, no reads)."""
+    declared = _declared(system, category, at)
+    message = _games(declared, category, player_id, _NEWCOMER, at)[0]
+    needs = needs_of([message], [declared])
+    asked = needs.keys | set(declared.more_keys(message.payload, stored))
+    states = {k: v for k, v in stored.items() if k in asked}
+    computed = compute([message], [declared], states, set(), {}, asked, set(needs.players))
+    key = StateKey(player_id, system, category)
+    (record, *_) = [r for r in computed.result.records if r.key == key]
+    return record.before

@@ -1,0 +1,253 @@
+"""The read API never disagrees with the topic (issue 40, item 3): a stream of every message type through a
+real worker (real PostgreSQL, real broker), then every rating read through `rating-worker serve` over HTTP.
+
+- a player's ratings: each equal to the newest rating.changed of that rating (as published); CSR's five
+  speeds for every player, a speed not played as the start the engine gives its first game;
+- a history: the records, parsed, equal to the published ones, in version order, paged by cursor;
+- a leaderboard: the same order and ranks as `rating-worker leaderboard`;
+- a message: its changes as published, and whom it left out, with the worker's reasons.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from datetime import UTC, datetime
+
+import asyncpg
+import orjson
+import pytest
+
+from tests.integration.harness import (
+    make_topics,
+    new_database,
+    produce,
+    read_topic,
+    wait_processed,
+    worker_config,
+)
+from tests.integration.test_fairplay_admin import cli
+from tests.integration.test_worker_end_to_end import running_worker
+from worker.contract.decode import decode, decode_rateable
+from worker.contract.reasons import BadMessage
+from worker.dev.api import ApiServer
+from worker.dev.streams import TCS, every_type, game_event
+from worker.engine.compute import compute
+from worker.engine.reads import load, needs_of
+from worker.ratings import csr
+from worker.ratings.inputs import TimeControl
+from worker.ratings.reasons import explain
+from worker.ratings.registry import RATINGS
+from worker.store.postgres import PostgresStore
+
+TOKEN = "s3cret-support-token"
+pytestmark = pytest.mark.timeout(300)
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def get_json(url: str, headers: dict[str, str] | None = None):
+    status, _, body = get(url, headers)
+    assert status == 200, (url, status, body[:500])
+    return orjson.loads(body)
+
+
+def q(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+@pytest.fixture(scope="module")
+async def fed(postgres, template_db, broker):
+    """Every message type through the worker: the database, and every published record's data in order."""
+    url = await new_database(postgres, template_db)
+    topics = await make_topics(broker)
+    lines = every_type()
+    await produce(broker.bootstrap_servers, topics.input, lines)
+    valid = set()
+    for line in lines:
+        with contextlib.suppress(BadMessage):
+            message = decode(line)
+            valid.add((message.source, message.id))
+    async with running_worker(worker_config(url, broker, topics)):
+        assert await wait_processed(url, len(valid)) == len(valid)
+        conn = await asyncpg.connect(url)
+        try:
+            changes = await conn.fetchval("SELECT count(*) FROM rating_changes")
+        finally:
+            await conn.close()
+        records = await read_topic(broker.bootstrap_servers, topics.output, at_least=changes)
+    published = [orjson.loads(r.value)["data"] for r in records]
+    return url, published
+
+
+@pytest.fixture(scope="module")
+def api(fed, tmp_path_factory):
+    url, _ = fed
+    with ApiServer(url, tmp_path_factory.mktemp("api") / "serve.log", {"SUPPORT_TOKEN": TOKEN}) as server:
+        yield server.url
+
+
+def newest(published: list[dict]) -> dict[tuple[str, str, str], dict]:
+    out: dict[tuple[str, str, str], dict] = {}
+    for r in published:
+        key = (r["player_id"], r["system"], r["category"])
+        if key not in out or r["version"] > out[key]["version"]:
+            out[key] = r
+    return out
+
+
+def test_every_rating_is_its_newest_record(fed, api):
+    _, published = fed
+    latest = newest(published)
+    players = sorted({p for p, s, _ in latest if s in RATINGS})
+    assert len(players) > 50
+    for player in players:
+        body = get_json(f"{api}/v1/players/{q(player)}")
+        assert body["player_id"] == player
+        shown = {(r["system"], r["category"]): r for r in body["ratings"]}
+        mine = {(s, c): r for (p, s, c), r in latest.items() if p == player and s in RATINGS}
+        for (system, category), record in mine.items():
+            entry = shown.pop((system, category))
+            assert (entry["rating"], entry["rd"], entry["volatility"]) == tuple(
+                record["after"][k] for k in ("rating", "rd", "volatility")), (player, system, category)
+            assert (entry["provisional"], entry["floor"], entry["games"], entry["version"]) == (
+                record["provisional"], record["floor"], record["games"], record["version"])
+            assert entry["inactive"] == record.get("inactive")
+            assert entry["start"] is False
+        # what is left: CSR's speeds he has not played, as starts; nothing else
+        assert {s for s, _ in shown} <= {"csr"}, (player, shown.keys())
+        assert {c for _, c in shown} | {c for s, c in mine if s == "csr"} == set(RATINGS["csr"])
+        for entry in shown.values():
+            assert entry["start"] is True and entry["games"] == 0 and entry["version"] == 0
+
+
+async def first_game_start(url: str, player: str, tc: dict) -> tuple:
+    """What the engine rates his first game of that speed from, now: a game against a newcomer through
+    the worker's own functions on the stored states (decode, needs, load, compute), written nowhere."""
+    message, system = decode_rateable(orjson.dumps(game_event(1, player, "nobody-new", "1-0", datetime.now(UTC),
+                                                              tc, source="/api-test")))
+    store = await PostgresStore.connect(url)
+    try:
+        async with store.reader() as reader:
+            needs = needs_of([message], [system])
+            states, asked = await load(reader, [message], needs)
+    finally:
+        await store.close()
+    computed = compute([message], [system], dict(states), set(), {}, asked, set(needs.players))
+    (record,) = [r for r in computed.result.records if r.key.player_id == player]
+    return record.key.category, record.before
+
+
+async def test_a_start_is_what_the_first_game_then_starts_from(fed, api):
+    url, published = fed
+    speeds = {csr.category(TimeControl(**tc)): tc for tc in TCS}
+    starts = []
+    for player in sorted({r["player_id"] for r in published if r["system"] == "csr"}):
+        for entry in get_json(f"{api}/v1/players/{q(player)}")["ratings"]:
+            if not entry["start"]:
+                continue
+            category, before = await first_game_start(url, player, speeds[entry["category"]])
+            assert category == entry["category"]
+            assert (entry["rating"], entry["rd"], entry["volatility"]) == before, (player, category)
+            starts.append(entry)
+    assert len(starts) >= 4
+    # from the other speeds (RD 250), not only the newcomer's 1500 / 350
+    assert any(s["rd"] != 350 for s in starts) and any(s["rating"] != 1500 for s in starts)
+
+
+def test_history_is_the_records_as_published(fed, api):
+    _, published = fed
+    by_rating: dict[tuple, list[dict]] = defaultdict(list)
+    for r in published:
+        by_rating[(r["player_id"], r["system"], r["category"])].append(r)
+    longest = sorted(by_rating, key=lambda k: -len(by_rating[k]))[:12]
+    for player, system, category in longest:
+        if system not in RATINGS:
+            continue
+        records = sorted(by_rating[(player, system, category)], key=lambda r: r["version"])
+        items, cursor = [], None
+        while True:
+            page = get_json(f"{api}/v1/players/{q(player)}/history/{system}/{category}?limit=7"
+                            + (f"&cursor={cursor}" if cursor else ""))
+            items += page["items"]
+            cursor = page["next"]
+            if cursor is None:
+                break
+        assert items == records
+        newest_first = get_json(f"{api}/v1/players/{q(player)}/history/{system}/{category}?order=desc&limit=1000")
+        assert newest_first["items"] == records[::-1]
+        # the rating on a date: the newest change at or before it
+        middle = records[len(records) // 2]
+        on_date = get_json(f"{api}/v1/players/{q(player)}/history/{system}/{category}?order=desc&limit=1"
+                           f"&to={q(middle['changed_at'])}")["items"][0]
+        assert on_date["changed_at"] <= middle["changed_at"] and on_date["version"] >= middle["version"]
+
+
+def test_leaderboards_are_the_commands(fed, api):
+    url, _ = fed
+    env = {"DATABASE_URL": url}
+    for system, categories in RATINGS.items():
+        for category in categories:
+            command = orjson.loads(cli("leaderboard", system, category, "--top", "1000", "--json", env=env).stdout)
+            items, cursor = [], None
+            while True:
+                page = get_json(f"{api}/v1/leaderboards/{system}/{category}?limit=3"
+                                + (f"&cursor={cursor}" if cursor else ""))
+                items += page["items"]
+                cursor = page["next"]
+                if cursor is None:
+                    break
+            assert [(i["rank"], i["player_id"], i["rating"]) for i in items] == [
+                (e["rank"], e["player_id"], e["rating"]) for e in command["entries"]], (system, category)
+
+
+def test_a_message_shows_its_changes_and_who_it_left_out(fed, api):
+    _, published = fed
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    cause = published[len(published) // 2]["cause"]
+    body = get_json(f"{api}/v1/messages?source={q(cause['source'])}&id={q(cause['id'])}", auth)
+    assert body["status"] == "applied"
+    assert body["changes"] == [r for r in sorted(published, key=lambda r: (r["player_id"], r["system"],
+                                                                             r["category"], r["version"]))
+                               if r["cause"]["source"] == cause["source"] and r["cause"]["id"] == cause["id"]]
+    status, headers, problem = get(f"{api}/v1/messages?source={q(cause['source'])}&id={q(cause['id'])}")
+    assert status == 401 and headers["content-type"] == "application/problem+json"
+    assert headers["www-authenticate"].startswith("Bearer")
+    assert orjson.loads(problem)["parameter"] == "authorization"
+    unknown = get_json(f"{api}/v1/messages?source=%2Fnobody&id=none", auth)
+    assert unknown["status"] == "unknown"
+
+
+async def test_why_a_message_changed_nobody_or_left_someone_out(fed, api):
+    """The worker's stored reasons, each with its sentence: a whole message unrated (a casual game, ...),
+    and the players a rated message left out (TSR's too few votes, FIDE's unrated opponents)."""
+    url, _ = fed
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    conn = await asyncpg.connect(url)
+    try:
+        unrated = await conn.fetch("SELECT source, id, reason FROM processed_messages WHERE outcome = 'unrated'")
+        left = await conn.fetch("SELECT u.source, u.id, array_agg(u.player_id || ':' || u.reason ORDER BY u.player_id) "
+                                "AS who FROM unrated_players AS u JOIN processed_messages AS m USING (source, id) "
+                                "WHERE m.outcome = 'applied' GROUP BY u.source, u.id")
+    finally:
+        await conn.close()
+    assert unrated and left
+    for row in unrated[:20]:
+        body = get_json(f"{api}/v1/messages?source={q(row['source'])}&id={q(row['id'])}", auth)
+        assert (body["status"], body["reason"], body["explanation"], body["changes"]) == (
+            "unrated", row["reason"], explain(row["reason"]), [])
+    for row in left[:20]:
+        body = get_json(f"{api}/v1/messages?source={q(row['source'])}&id={q(row['id'])}", auth)
+        assert body["status"] == "applied" and body["reason"] is None and body["changes"]
+        assert [f"{x['player_id']}:{x['reason']}" for x in body["left_out"]] == row["who"]
+        assert all(x["explanation"] == explain(x["reason"]) for x in body["left_out"])

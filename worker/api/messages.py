@@ -1,0 +1,79 @@
+"""`/v1/messages?source=&id=` (what became of a message: support's "why did my rating not change?") and
+`/v1/preview/{system}/{category}?white=&black=` (the points at stake before a game)."""
+
+from __future__ import annotations
+
+import hmac
+import time
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from worker.api.problems import Problem, board, text_id, time_param
+from worker.api.responses import NEVER, PRIVATE, json_response
+from worker.ratings.reasons import explain
+from worker.store.postgres import PostgresTx, payload_of
+from worker.store.reads import OperatorReads
+
+
+def check_token(request: Request) -> None:
+    """The support token, when one is configured: `Authorization: Bearer <token>` (compared in constant
+    time), else 401 with the challenge RFC 6750 asks for."""
+    token = request.app.state.config.support_token
+    if not token:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise Problem(401, "authorization: this route needs the support token (Authorization: Bearer ...)",
+                      "authorization", {"WWW-Authenticate": 'Bearer realm="rating-worker"'})
+
+
+async def message(request: Request) -> Response:
+    check_token(request)
+    source = text_id("source", request.query_params.get("source"))
+    message_id = text_id("id", request.query_params.get("id"))
+    async with request.app.state.db.acquire() as conn:
+        reads = OperatorReads(conn)
+        row = await reads.message_processed(source, message_id)
+        records, left_out = [], []
+        if row is not None:
+            records = await reads.message_records(source, message_id, row["ref"])
+            left_out = await reads.message_unrated(source, message_id)
+    if row is None:
+        return json_response(request, {
+            "source": source, "id": message_id, "status": "unknown", "reason": None, "explanation": None,
+            "changes": [], "left_out": [],
+        }, PRIVATE)
+    return json_response(request, {
+        "source": source, "id": message_id, "status": row["outcome"], "type": row["type"], "ref": row["ref"],
+        "reason": row["reason"], "explanation": explain(row["reason"]) or None,
+        "processed_at": row["processed_at"], "duplicates": row["duplicates"],
+        "changes": [orjson.loads(payload_of(r))["data"] for r in records],
+        "left_out": [{"player_id": x["player_id"], "system": x["system"], "reason": x["reason"],
+                      "explanation": explain(x["reason"])} for x in left_out],
+    }, PRIVATE)
+
+
+async def preview(request: Request) -> Response:
+    from worker.engine.preview import PREVIEWS, NotRatable, PreviewUnsupported, points_at_stake
+
+    system, category = board(request.path_params["system"], request.path_params["category"])
+    if category not in PREVIEWS.get(system, ()):
+        raise Problem(404, f"system: no preview of {system} {category}: one of "
+                           f"{', '.join(f'{s} {c}' for s, cs in PREVIEWS.items() for c in cs)}", "system")
+    white = text_id("white", request.query_params.get("white"))
+    black = text_id("black", request.query_params.get("black"))
+    if white == black:
+        raise Problem(400, "black: the same player as white", "black")
+    at = time_param(request, "at")
+    when = time.time() if at is None else at.timestamp()
+    async with request.app.state.db.acquire() as conn:
+        try:
+            stakes = await points_at_stake(PostgresTx(conn), system, category, white, black, when)
+        except PreviewUnsupported as exc:
+            raise Problem(404, f"system: {exc}", "system") from None
+        except NotRatable as exc:
+            raise Problem(409, f"{exc.reason}: {explain(exc.reason)}", "white") from None
+    return json_response(request, {"system": system, "category": category, "white_id": white, "black_id": black,
+                                   **stakes}, NEVER)
