@@ -11,9 +11,12 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
+import orjson
 import pexpect
 import pyte
+import pytest
 
 from worker.ratings.csr import CATEGORIES
 
@@ -59,13 +62,20 @@ def test_demo_stops_everything_on_ctrl_c():
         lines.append(line)
         if re.search(r"; [1-9]\d* messages processed", line):
             break
+    head = "".join(lines)
+    # the read API runs beside the worker, and its printed URL answers with the leaderboard
+    api_url = re.search(r"read API: (http://127\.0\.0\.1:(\d+)/v1/leaderboards/csr/\w+)", head)
+    assert api_url, head
+    with urllib.request.urlopen(api_url[1], timeout=10) as answer:
+        assert answer.status == 200 and "items" in orjson.loads(answer.read())
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
-    head = "".join(lines)
     assert proc.returncode == 0, head + out
     assert "stopped: nothing left running" in out
     _closed(int(head.split("PostgreSQL: ")[1].split("/")[2].rsplit(":", 1)[1]),
             int(head.split("broker: ")[1].split()[0].rsplit(":", 1)[1]))
+    with pytest.raises(OSError):  # the read API stopped with the rest
+        socket.create_connection(("127.0.0.1", int(api_url[2])), timeout=2).close()
 
 
 COLUMNS, ROWS = 80, 30
@@ -117,7 +127,7 @@ def test_demo_on_an_80_column_terminal_fits_shows_every_section_and_ends_on_ctrl
             raise AssertionError("no full screen within 180 s:\n" + "\n".join(shown))
         assert max(len(row) for row in shown) <= COLUMNS, "\n".join(row for row in shown if len(row) > COLUMNS)
         labels = [row.split()[0] if row.split() else "" for row in shown]
-        for section in ("stream", "worker", "outbox", "dead", "metrics", "log"):
+        for section in ("stream", "worker", "outbox", "dead", "metrics", "read", "log"):
             assert section in labels, (section, shown)
         assert re.search(r"consumer lag (\d+|measuring)", text) and "changes awaiting publication" in text
         assert re.search(r"dead letters +\d+, last: \w+: ", text)  # the last one's reason

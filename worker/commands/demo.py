@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import asyncpg
 import orjson
@@ -128,6 +129,7 @@ class Watch:
                  log_path: str) -> None:
         self.reads, self.metrics, self.counts, self.dead_letters = OperatorReads(pool), metrics, counts, dead_letters
         self.metrics_url, self.log_path = metrics_url, log_path
+        self.api_url = ""
         self.started = time.monotonic()
         self.last: tuple[float, int, float] | None = None  # (when, sent, handled) at the previous snapshot
         self.watermarks: collections.deque[tuple[float, int]] = collections.deque()
@@ -155,7 +157,7 @@ class Watch:
             handled_per_s=(handled - handled_before) / span,
             lag=int(sum(lag_samples)) if lag_samples else None, unpublished=status["unpublished"],
             dead_letters=int(_total(self.metrics.dead_letters)), last_dead_letter=self.dead_letters.last,
-            metrics_url=self.metrics_url, log_path=self.log_path, boards=boards,
+            metrics_url=self.metrics_url, api_url=self.api_url, log_path=self.log_path, boards=boards,
             movers=[Mover(r["player_id"], r["category"], r["moved"], r["rating"], r["rd"]) for r in movers],
             movers_window_s=max(1.0, min(MOVERS_WINDOW_S, now - self.watermarks[0][0])))
 
@@ -193,6 +195,7 @@ async def run_demo(args) -> int:
 async def _demo(args, console: Console, tty: bool, log_path: str, dead_letters: DeadLetterWatch) -> int:
     from worker import dev
     from worker.commands.run import run_service
+    from worker.dev.api import ApiServer
     from worker.observability import Metrics
     from worker.store.migrate import migrate
 
@@ -206,6 +209,7 @@ async def _demo(args, console: Console, tty: bool, log_path: str, dead_letters: 
         loop.add_signal_handler(sig, stop.set)
     worker_task = None
     worker_stop = None
+    api = None
     try:
         await migrate(postgres.url)
         cfg = config_mod.load(env={}, database_url=postgres.url, kafka_bootstrap_servers=broker.bootstrap_servers,
@@ -221,11 +225,15 @@ async def _demo(args, console: Console, tty: bool, log_path: str, dead_letters: 
         worker_task = asyncio.create_task(run_service(
             cfg, started=worker_started, stop_event=worker_stop, metrics=metrics, install_signals=False))
         await asyncio.wait_for(worker_started.wait(), 120)
+        api = await asyncio.to_thread(ApiServer(postgres.url, Path(log_path), {"LOG_LEVEL": "WARNING"}).start)
+        api_url = f"{api.url}/v1/leaderboards/csr/{CATEGORIES[1]}"
+        say(f"read API: {api_url} (all routes: {api.url}/openapi.json)", flush=True)
         producer = kafka_clients.producer(cfg, linger_ms=5)  # the demo's game server
         await producer.start()
         pool = await asyncpg.create_pool(postgres.url, min_size=1, max_size=2)
         counts = {"games": 0, "duplicates": 0, "bad": 0}
         watch = Watch(pool, metrics, counts, dead_letters, metrics_url, log_path)
+        watch.api_url = api_url
         sender = asyncio.create_task(_stream(producer, cfg.kafka_input_topics[0], GameStream(args.players, args.seed),
                                              args.rate, args.games, counts, stop))
         live = Live(console=console, auto_refresh=False, transient=False) if tty else None
@@ -260,6 +268,8 @@ async def _demo(args, console: Console, tty: bool, log_path: str, dead_letters: 
         return 0
     finally:
         say("stopping ...", flush=True)
+        if api is not None:
+            await asyncio.to_thread(api.stop)
         if worker_task is not None:
             worker_stop.set()
             with contextlib.suppress(Exception):
@@ -284,7 +294,7 @@ def main(args: argparse.Namespace) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="everything local: PostgreSQL, broker, worker, a stream of games", description=(
         "Start an embedded PostgreSQL and Kafka-protocol broker on free loopback ports, migrate, run the worker "
-        "and stream demo games (hundreds of players, all speeds, a few duplicates and bad messages). On a "
+        "and the read API (rating-worker serve: its URL is printed and shown) and stream demo games (hundreds of players, all speeds, a few duplicates and bad messages). On a "
         "terminal, one screen fitting it, refreshed in place: the stream's and the worker's rates, the consumer "
         "lag, the changes awaiting publication, the dead letters (the last one's reason), each CSR category's "
         "leaderboard (established ratings only) and the biggest provisional movers; the log goes to a file "

@@ -20,7 +20,7 @@ TITLE = "rating-worker demo"
 BOARD_WIDTH = 30  # one leaderboard: "10 player-0123 1712.4 ±62" and its gaps
 MOVERS_SHOWN = 6  # at most
 MIN_ENTRIES = 3  # per leaderboard, while the height allows
-STATUS_LINES = 6
+STATUS_LINES = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +52,7 @@ class Snapshot:
     dead_letters: int = 0
     last_dead_letter: str | None = None
     metrics_url: str = ""
+    api_url: str = ""  # the read API's leaderboard of the first category (rating-worker serve beside the worker)
     log_path: str = ""
     boards: dict[str, list[Entry]] = field(default_factory=dict)  # category -> established, best first
     movers: list[Mover] = field(default_factory=list)
@@ -93,6 +94,7 @@ def _status(s: Snapshot) -> Table:
     last = f", last: {s.last_dead_letter}" if s.last_dead_letter else ""
     lines.add_row("dead letters", cut(f"{s.dead_letters:,}{last}"))
     lines.add_row("metrics", cut(s.metrics_url))
+    lines.add_row("read API", cut(s.api_url or "not started"))
     lines.add_row("log", Text(s.log_path, overflow="fold"))
     return lines
 
