@@ -50,7 +50,9 @@ State layout (RatingState of (player, "fide", rating_type)):
   no games given); "lists": [[list month, published rating or null], ...], the ratings of the latest
   lists, oldest first, each valid from its list until the next ("0000-00": before any list the worker
   knows of). A state without "lists" (an earlier version) has its published rating on every list;
-  "inactive": true once marked at a list (no rated game in the 12 months before it), until his next game.
+  "inactive": true once marked at a list (no rated game in the 12 months before it), until his next game,
+  whose time is then "inactive_until"; "closed_periods": [[list month, games, K], ...], the latest periods
+  closed (the games rated in each and its K), for the list as published (`list_entry`).
 - A state without "published" in `extra` (a `rating.imported` FIDE rating) is a listed, published
   rating with no open period.
 """
@@ -126,6 +128,8 @@ class FideParams:
     first_rating_months: int = 26  # section 7.1.4: a first rating's games span at most 26 months
     closing_days_before_list: int = 3  # section 7.1.3: a list closes 3 days before its date
     lists_kept: int = 13  # list ratings kept per state: an event that started up to a year ago
+    # closed periods kept per state: the newest list's own and the ones closed early after it (`list_entry`)
+    closed_periods_kept: int = 3
     inactive_after_months: int = 12  # no rated game in the 12 months before a list: inactive
     first_rating_max: int = 2200
     hypothetical_rating: int = 1800
@@ -326,6 +330,8 @@ class View(NamedTuple):
     games_at_least: int = 0
     lists: tuple = ()  # ((list month, rating or None), ...), oldest first
     inactive: bool = False  # marked at a list: no rated game in the 12 months before it
+    inactive_until: float | None = None  # the time of the game that ended his latest inactive mark
+    closed_periods: tuple = ()  # ((list month, games, K), ...), oldest first
 
 
 def _imported_flags(extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -336,6 +342,8 @@ def _imported_flags(extra: Mapping[str, Any]) -> dict[str, Any]:
         "games_at_least": int(extra.get("games_at_least", 0)),
         "lists": tuple((m, r) for m, r in extra.get("lists", ())),
         "inactive": bool(extra.get("inactive", False)),
+        "inactive_until": extra.get("inactive_until"),
+        "closed_periods": tuple(tuple(c) for c in extra.get("closed_periods", ())),
     }
 
 
@@ -381,6 +389,10 @@ def _extra(v: View) -> dict[str, Any]:
         out["lists"] = [list(e) for e in v.lists]
     if v.inactive:
         out["inactive"] = True
+    if v.inactive_until is not None:
+        out["inactive_until"] = v.inactive_until
+    if v.closed_periods:
+        out["closed_periods"] = [list(c) for c in v.closed_periods]
     return out
 
 
@@ -497,7 +509,8 @@ def close_period(state: RatingState, at: float | None, params: FideParams = PARA
         # the list of 2024-03 raises the rating it publishes; a later one, the rating he had on it
         new = (raised(new, params) if v.period == params.raise_list
                else new + raised(v.published, params) - v.published)
-    closed = v._replace(period=None, k=None, n=0, hundredths=0, pool=[])
+    kept = (*v.closed_periods, (v.period, v.n, v.k))[-params.closed_periods_kept:]
+    closed = v._replace(period=None, k=None, n=0, hundredths=0, pool=[], closed_periods=kept)
     peak = state.peak
     if new < lowest_listed(v.period, params):
         closed = closed._replace(published=None, lists=with_list(v, v.period, None, params))
@@ -565,6 +578,63 @@ def is_inactive(state: RatingState) -> bool:
     return bool(state.extra and state.extra.get("inactive"))
 
 
+# --- a list as published ----------------------------------------------------------------------------
+
+
+class ListEntry(NamedTuple):
+    """A player's line on a list, FIDE's list downloads' columns; None: what the state can no longer tell."""
+
+    rating: int  # the published rating
+    games: int | None  # the games rated in the period that closed into the list
+    k: int | None  # the K the list gives him: the K of his next period (as `rating.imported` reads `k`)
+    inactive: bool | None
+    birth_year: int | None
+
+
+def list_entry(state: RatingState | None, list_month: str, params: FideParams = PARAMS) -> ListEntry | None:
+    """His line on the list of `list_month`, as the worker published it, None when he is not on it.
+
+    Exact for the newest list the worker has applied (its `rating.period_closed`), whatever he has done
+    since; the read API serves that list only. Older lists are not kept: a state forgets who was inactive
+    on them, and their K, once he plays again (their ratings and games remain for a while, in "lists" and
+    "closed_periods"). On the newest list:
+
+    - on it: a published rating in force for that list, the one events started under it are rated with
+      (`rating_on_list`; a first rating, or a rapid rating started from the standard one, is on the list
+      it is in force for, as the records published it); not on it before his first list entry (imported
+      or rated later) nor when delisted;
+    - games: those rated in his period that closed into the list ("closed_periods"); 0 without one; None
+      (unknown) for a list entry of another kind (an import of that list, a first rating) or kept by an
+      earlier version;
+    - k: the K of his next period: the K his first game after the list fixed (a period closed since, or
+      the open one), else the K it will fix, with the list's year for the junior rule (`next_k`);
+    - inactive: marked at a list and not playing again before this list's date ("inactive_until");
+    - k and inactive are None (unknown) when a later list entry replaced the state (an import) or the
+      periods closed since are more than the state keeps (a list applied more than a month late)."""
+    v = view(state)
+    if state is None or (v.lists and list_month < v.lists[0][0]):
+        return None
+    rating = rating_on_list(v, list_month, params)
+    if rating is None:
+        return None
+    closed = {c[0]: c for c in v.closed_periods}
+    if list_month in closed:
+        games = closed[list_month][1]
+    else:
+        games = None if any(m == list_month for m, _ in v.lists) else 0
+    later = next((m for m, _ in v.lists if m > list_month), None)
+    if later is not None:  # a period closed after the list (his first game after it fixed its K), or a reset
+        if later not in closed:
+            return ListEntry(rating, games, None, None, v.birth_year)
+        k = closed[later][2]
+    elif v.period is not None:
+        k = v.k
+    else:
+        k = next_k(v._replace(published=rating), state, v.birth_year, int(list_month[:4]), params)
+    inactive = v.inactive or (v.inactive_until is not None and v.inactive_until >= list_date(list_month))
+    return ListEntry(rating, games, k, inactive, v.birth_year)
+
+
 # --- events ---------------------------------------------------------------------------------------
 
 
@@ -608,12 +678,17 @@ def _open_period(v: View, before: RatingState, period: str, birth: int | None, y
     """A listed player's first game of a period: K fixed for the period (section 8.3.3; junior by the
     year the game is played), an imported list's K first (docs/rules.md#fide: the K of the next period),
     used once."""
+    return v._replace(period=max(period, _after_lists(v)), k=next_k(v, before, birth, year, params), k_next=None,
+                      n=0, hundredths=0)
+
+
+def next_k(v: View, state: RatingState, birth: int | None, year: int, params: FideParams = PARAMS) -> int:
+    """The K his next period is rated with, fixed at its first game (section 8.3.3; junior by that game's
+    year): an imported list's K first (docs/rules.md#fide), else by his published rating, peak and games."""
     if v.k_next is not None:
-        k0 = v.k_next
-    else:
-        k0 = k_factor(v.published, before.peak, max(before.games, v.games_at_least), birth, year,
-                      params, ever_2300=v.ever_2300, ever_2400=v.ever_2400)
-    return v._replace(period=max(period, _after_lists(v)), k=k0, k_next=None, n=0, hundredths=0)
+        return v.k_next
+    return k_factor(v.published, state.peak, max(state.games, v.games_at_least), birth, year, params,
+                    ever_2300=v.ever_2300, ever_2400=v.ever_2400)
 
 
 def _after_lists(v: View) -> str:
@@ -725,6 +800,7 @@ def rate_event(
             v = v._replace(
                 n=v.n + len(games), hundredths=v.hundredths + sum(s - e for s, e in games), birth_year=birth,
                 inactive=False,  # his next rated game makes him active again (docs/rules.md#fide)
+                inactive_until=at if v.inactive else v.inactive_until,
             )
             after = RatingState(
                 float(live_rating(v, params)),
