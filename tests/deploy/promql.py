@@ -1,7 +1,7 @@
 """What the worker really exports, and which metrics and labels a PromQL expression uses.
 
-`exported_series()` instantiates the worker's `Metrics` and reads prometheus_client's own exposition of
-it, so the names are never copied by hand. `parse()` is a small PromQL scanner: enough to list the
+`exported_series()` instantiates the worker's `Metrics` (`api_series()` the read API's) and reads
+prometheus_client's own exposition of it, so the names are never copied by hand. `parse()` is a small PromQL scanner: enough to list the
 selectors (metric name + label matchers), the grouping labels (`by`, `without`, `on`, `ignoring`,
 `group_left`, `group_right`) and the functions of the expressions in deploy/ (rules and dashboard).
 Prometheus itself (promtool, and the real server in test_prometheus_scrape.py) checks the full syntax.
@@ -160,12 +160,22 @@ def exported_series() -> dict[str, frozenset[str]]:
     """Every sample name the worker exposes -> its label names, from prometheus_client's exposition.
 
     Labelled metrics show no sample until a child exists, so one child of each is made first."""
+    from worker.observability import Metrics
+
+    return _series(Metrics())
+
+
+def api_series() -> dict[str, frozenset[str]]:
+    """The same for the read API (`rating-worker serve`), whose metrics are its own registry's."""
+    from worker.api.app import Metrics
+
+    return _series(Metrics())
+
+
+def _series(metrics) -> dict[str, frozenset[str]]:
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from worker.observability import Metrics
-
-    metrics = Metrics()
     _children(metrics)
     series: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):

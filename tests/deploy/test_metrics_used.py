@@ -10,6 +10,7 @@ import pytest
 from tests.deploy.paths import DASHBOARD, PROMETHEUS_DIR, load_yaml
 from tests.deploy.promql import (
     PromQLError,
+    api_series,
     check,
     exported_families,
     exported_series,
@@ -148,7 +149,7 @@ def _rules() -> list[dict]:
 
 
 def test_rules_use_exported_metrics_and_labels():
-    exported = exported_series()
+    exported = {**exported_series(), **api_series()}
     rules = _rules()
     recorded = {}
     for r in rules:
@@ -193,3 +194,17 @@ def test_offsets_that_went_back_page_and_point_to_the_runbook():
     assert "After a broker loses its data" in alert["annotations"]["description"]
     used = set().union(*(parse(expr).names for _, expr in dashboard_queries()))
     assert "rating_worker_offsets_went_back_total" in used
+
+
+def test_the_read_api_s_alerts_look_at_its_requests():
+    """The API's own metrics (the names issue 40 gives them), and alerts on its errors and its readiness."""
+    api = api_series()
+    assert api["rating_api_requests_total"] == {"route", "status"}
+    assert api["rating_api_request_seconds_bucket"] == {"route", "le"}
+    alerts = {r["alert"]: r for r in _rules() if "alert" in r}
+    for name in ("RatingApiErrors", "RatingApiNotReady"):
+        assert parse(alerts[name]["expr"]).names == {"rating_api_requests_total"}, name
+    routes = {m[2] for sel in parse(alerts["RatingApiNotReady"]["expr"]).selectors for m in sel.matchers
+              if m[0] == "route"}
+    assert routes == {'"/readyz"'}, "readiness is what the probes of /readyz were answered"
+    assert 'up{job="rating-api"}' in alerts["RatingApiDown"]["expr"]

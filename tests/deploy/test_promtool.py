@@ -55,6 +55,10 @@ MUTATIONS = {
         "            rating_worker_offsets_went_back_total > 0\n", "            rating_worker_offsets_went_back_total >= 0\n"),
     "the offsets page ends after 5 minutes instead of an hour": (
         "increase(rating_worker_offsets_went_back_total[1h])", "increase(rating_worker_offsets_went_back_total[5m])"),
+    "the read API's probes count as its users' errors": (
+        'rating_api_requests_total{route=~"/v1/.*", status=~"5.."}', 'rating_api_requests_total{status=~"5.."}'),
+    "a read API whose probes still see some 200s counts as not ready": (
+        "          unless on (job, instance)\n", "          or on (job, instance)\n"),
 }
 
 
