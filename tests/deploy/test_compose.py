@@ -2,8 +2,9 @@
 
 No Docker engine here: the stack is never started by these tests. The compose file is validated
 against Compose's schema by `docker compose config` (or Debian's `docker-compose` v1) where a client
-is installed, and always checked structurally, with the workers' environment run through the
-worker's own configuration validation.
+is installed, and always checked structurally, with the workers' and the read API's environments run
+through their own configuration validation. The read-only role's SQL runs for real in
+test_read_only_role.py, the API's health check in test_prometheus_scrape.py.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import shutil
 import stat
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -21,6 +23,7 @@ from tests.deploy.paths import DEPLOY, PROMETHEUS_DIR, load_yaml
 from worker import config as config_mod
 
 COMPOSE = DEPLOY / "docker-compose.yml"
+ROLE_SQL = DEPLOY / "postgres" / "read-only-role.sql"
 TOPICS_SCRIPT = DEPLOY / "kafka" / "create-topics.sh"
 
 
@@ -85,7 +88,8 @@ def test_the_services_the_issue_asks_for():
     assert services["worker"]["deploy"]["replicas"] == 2
     assert services["worker"]["command"] == ["run"]
     assert services["migrate"]["command"] == ["migrate"]
-    for name in ("worker", "migrate"):
+    assert services["api"]["command"] == ["serve"]
+    for name in ("worker", "migrate", "api"):
         build = services[name]["build"]
         assert (COMPOSE.parent / build["context"] / build["dockerfile"]).resolve() == DEPLOY / "Dockerfile"
 
@@ -140,6 +144,49 @@ def test_the_workers_environment_is_a_valid_worker_configuration():
     assert service_env(services["migrate"])["DATABASE_URL"] == env["DATABASE_URL"]
     known = {f.upper() for f in config_mod.Config.__dataclass_fields__}
     assert set(env) <= known, f"unknown settings: {set(env) - known}"
+
+
+def api_healthcheck_url() -> str:
+    test = compose()["services"]["api"]["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"]
+    (url,) = re.findall(r"'(http://[^']+)'", test[3])
+    return url
+
+
+def test_the_read_api_serves_as_the_read_only_role():
+    services = compose()["services"]
+    api = services["api"]
+    env = service_env(api)
+    cfg = config_mod.load_serve(env=env)  # raises ConfigError naming the setting
+    known = {f.upper() for f in config_mod.ServeConfig.__dataclass_fields__}
+    assert set(env) <= known, f"unknown settings: {set(env) - known}"
+    # the role the SQL creates at PostgreSQL's first start, with the password PostgreSQL is given for it
+    reader = re.search(r"^\s*\\set reader (\S+)$", ROLE_SQL.read_text(), re.M).group(1)
+    url, worker_url = urlsplit(cfg.database_url), urlsplit(service_env(services["worker"])["DATABASE_URL"])
+    assert url.username == reader == "rating_reader" != worker_url.username
+    assert url.password == service_env(services["postgres"])["RATING_READER_PASSWORD"]
+    assert (url.hostname, url.port, url.path) == (worker_url.hostname, worker_url.port, worker_url.path)
+    mounts = dict(v.split(":")[:2] for v in services["postgres"]["volumes"] if v.startswith("./"))
+    target = mounts["./postgres/read-only-role.sql"]
+    assert target.startswith("/docker-entrypoint-initdb.d/") and target.endswith(".sql")
+    # its port published, its probe on /readyz at that port, after the migration
+    assert f"127.0.0.1:{cfg.api_port}:{cfg.api_port}" in api["ports"]
+    assert cfg.api_port == config_mod.ServeConfig().api_port
+    assert api_healthcheck_url() == f"http://127.0.0.1:{cfg.api_port}/readyz"
+    assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert api["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "deploy" not in api or api["deploy"].get("replicas", 1) == 1, "one replica per published port"
+
+
+def test_prometheus_scrapes_the_read_api():
+    services = compose()["services"]
+    prom = load_yaml(PROMETHEUS_DIR / "prometheus.yml")
+    (job,) = [j for j in prom["scrape_configs"] if j["job_name"] == "rating-api"]
+    (sd,) = job["dns_sd_configs"]
+    assert sd["names"] == ["api"] and "api" in services
+    assert sd["port"] == int(service_env(services["api"])["API_PORT"])
+    assert job.get("metrics_path", "/metrics") == "/metrics"
+    assert 'job="rating-api"' in (PROMETHEUS_DIR / "rules.yml").read_text()
 
 
 def run_topic_script(tmp_path: Path, **env: str) -> dict[str, int]:

@@ -1,6 +1,7 @@
 """deploy/Dockerfile, read as text: no Docker engine here, so the image is never built by the tests.
 
-Its health check command is run for real against a worker in test_prometheus_scrape.py.
+Its health check command is run for real against a worker and against the read API in
+test_prometheus_scrape.py.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 import tomllib
 
 from tests.deploy.paths import DEPLOY, ROOT
-from worker.config import Config
+from worker.config import Config, ServeConfig
 
 DOCKERFILE = (DEPLOY / "Dockerfile").read_text()
 
@@ -45,18 +46,22 @@ def test_runs_as_a_non_root_user():
     assert f"--uid {uid}" in DOCKERFILE
 
 
-def test_entrypoint_is_the_worker_command_and_the_port_is_the_metrics_port():
+def test_entrypoint_is_the_worker_command_and_the_ports_are_the_worker_s_and_the_api_s():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert json.loads(instructions("ENTRYPOINT")[0]) == [next(iter(scripts))]
     assert json.loads(instructions("CMD")[-1]) == ["run"]
-    assert instructions("EXPOSE") == [str(Config().metrics_port)]
+    (exposed,) = instructions("EXPOSE")
+    assert exposed.split() == [str(Config().metrics_port), str(ServeConfig().api_port)]
     assert f"METRICS_PORT={Config().metrics_port}" in DOCKERFILE
+    assert f"API_PORT={ServeConfig().api_port}" in DOCKERFILE
     assert instructions("STOPSIGNAL") == ["SIGTERM"]
 
 
-def test_healthcheck_asks_healthz_on_the_metrics_port():
+def test_healthcheck_asks_healthz_on_the_metrics_port_or_the_api_port():
+    """One image, two servers: the worker (`run`) on METRICS_PORT, the read API (`serve`) on API_PORT."""
     cmd = healthcheck_command()
-    assert cmd[0] == "python" and "/healthz" in cmd[-1] and "METRICS_PORT" in cmd[-1]
+    assert cmd[0] == "python" and "/healthz" in cmd[-1]
+    assert "METRICS_PORT" in cmd[-1] and "API_PORT" in cmd[-1]
 
 
 def ignored(path: str) -> bool:

@@ -1,10 +1,12 @@
-"""A real Prometheus (Debian's package) scrapes a running worker with deploy/prometheus/rules.yml loaded.
+"""A real Prometheus (Debian's package) scrapes a running worker and a running read API with
+deploy/prometheus/rules.yml loaded.
 
 The worker runs as a subprocess against the integration tests' PostgreSQL and broker, rates games and
-dead-letters one bad message. Then: every metric the worker registers is in Prometheus, the recording
-rules return data, every rule evaluates without error, the dead-letter alert fires for the bad message,
-every dashboard query is accepted by Prometheus (and the main ones return data), and the image's
-HEALTHCHECK command succeeds against the worker.
+dead-letters one bad message; `rating-worker serve` reads the same database and answers a few requests.
+Then: every metric the worker and the API register is in Prometheus, the recording rules return data,
+every rule evaluates without error, the dead-letter alert fires for the bad message, every dashboard query
+is accepted by Prometheus (and the main ones return data), and the image's HEALTHCHECK command succeeds
+against the worker and against the API, as does Compose's health check of the API.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ import urllib.request
 import pytest
 
 from tests.deploy.paths import INSTALL_HINT, PROMETHEUS_DIR, need
-from tests.deploy.promql import exported_series
+from tests.deploy.promql import api_series, exported_series
+from tests.deploy.test_compose import compose
 from tests.deploy.test_dockerfile import healthcheck_command
 from tests.deploy.test_metrics_used import dashboard_queries
 from tests.integration.harness import WorkerProcess, produce, wait_processed, worker_env
+from worker.config import ServeConfig
+from worker.dev.api import ApiServer
 from worker.dev.streams import games, player_of
 
 pytestmark = [
@@ -38,7 +43,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("prometheus") is None, reason=f"prometheus is not installed: {INSTALL_HINT}"),
 ]
 
-JOB = re.search(r"job_name:\s*(\S+)", (PROMETHEUS_DIR / "prometheus.yml").read_text()).group(1)
+JOB, API_JOB = re.findall(r"job_name:\s*(\S+)", (PROMETHEUS_DIR / "prometheus.yml").read_text())
 
 
 def free_port() -> int:
@@ -53,7 +58,8 @@ def get_json(url: str) -> dict:
 
 
 class Prometheus:
-    def __init__(self, tmp_path, target: str) -> None:
+    def __init__(self, tmp_path, targets: dict[str, str]) -> None:
+        """targets: job name -> host:port"""
         binary = need("prometheus")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -61,7 +67,8 @@ class Prometheus:
         config.write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
             f"rule_files:\n  - {PROMETHEUS_DIR / 'rules.yml'}\n"
-            f"scrape_configs:\n  - job_name: {JOB}\n    static_configs:\n      - targets: ['{target}']\n")
+            "scrape_configs:\n" + "".join(f"  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
+                                           for job, target in targets.items()))
         self.log = open(tmp_path / "prometheus.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
@@ -140,10 +147,12 @@ async def test_real_prometheus_scrapes_a_running_worker(tmp_path, database_url, 
     env = worker_env(database_url, broker, topics, metrics_host="127.0.0.1", metrics_port=port)
     log_path = tmp_path / "worker.log"
     worker = WorkerProcess(env, log_path)
+    api = ApiServer(database_url, tmp_path / "api.log")
     prom = None
     try:
         wait_serving(port, log_path, worker)
-        prom = Prometheus(tmp_path, f"127.0.0.1:{port}")
+        api.start()
+        prom = Prometheus(tmp_path, {JOB: f"127.0.0.1:{port}", API_JOB: f"127.0.0.1:{api.port}"})
         prom.wait_ready()
 
         first = games(200, players=20, seed=3, source="/deploy/first")
@@ -194,7 +203,10 @@ async def test_real_prometheus_scrapes_a_running_worker(tmp_path, database_url, 
         (alert,) = poll("RatingWorkerDeadLetters firing", dead_letter_alerts)
         assert alert["labels"]["error_class"] == "invalid_json"
         firing = {a["labels"]["alertname"] for a in get_json(prom.url + "/api/v1/alerts")["data"]["alerts"]}
-        assert not firing & {"RatingWorkerDown", "RatingWorkerAbsent", "RatingWorkerNotReady"}
+        assert not firing & {"RatingWorkerDown", "RatingWorkerAbsent", "RatingWorkerNotReady", "RatingApiDown",
+                             "RatingApiNotReady", "RatingApiErrors"}
+
+        check_the_read_api(prom, api)
 
         # the dashboard: Prometheus accepts every query, and the main panels show data
         answers = {(title, expr): prom.query(expr) for title, expr in dashboard_queries()}
@@ -207,14 +219,42 @@ async def test_real_prometheus_scrapes_a_running_worker(tmp_path, database_url, 
         # the image's HEALTHCHECK command, against this worker and against a closed port
         hc = healthcheck_command()
         assert hc[0] == "python"
-        ok = subprocess.run([sys.executable, *hc[1:]], env={**os.environ, "METRICS_PORT": str(port)},
-                            capture_output=True, timeout=30)
-        assert ok.returncode == 0, ok.stderr
-        down = subprocess.run([sys.executable, *hc[1:]], env={**os.environ, "METRICS_PORT": str(free_port())},
-                              capture_output=True, timeout=30)
-        assert down.returncode != 0
+
+        def healthcheck(metrics_port: int, api_port: int) -> int:
+            env = {**os.environ, "METRICS_PORT": str(metrics_port), "API_PORT": str(api_port)}
+            return subprocess.run([sys.executable, *hc[1:]], env=env, capture_output=True, timeout=30).returncode
+
+        closed = free_port()
+        assert healthcheck(port, closed) == 0, "the worker's container"
+        assert healthcheck(closed, api.port) == 0, "the read API's container"
+        assert healthcheck(closed, free_port()) != 0
+        # Compose's own health check of the API (its /readyz), at this API's port
+        cmd = compose()["services"]["api"]["healthcheck"]["test"]
+        assert cmd[:2] == ["CMD", "python"]
+        script = cmd[-1].replace(f"127.0.0.1:{ServeConfig().api_port}/", f"127.0.0.1:{api.port}/")
+        assert script != cmd[-1]
+        ready = subprocess.run([sys.executable, *cmd[2:-1], script], capture_output=True, timeout=30)
+        assert ready.returncode == 0, ready.stderr
     finally:
         if prom is not None:
             prom.stop()
+        api.stop()
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
+
+
+def check_the_read_api(prom: Prometheus, api: ApiServer) -> None:
+    """A few requests to the API: its metrics reach Prometheus under the names and labels the rules use."""
+    for path, status in (("/v1/players/nobody", 404), ("/v1/leaderboards/csr/blitz", 200), ("/readyz", 200)):
+        try:
+            with urllib.request.urlopen(api.url + path, timeout=10) as resp:
+                assert resp.status == status, path
+        except urllib.error.HTTPError as exc:
+            assert exc.code == status, path
+    selector = f'rating_api_requests_total{{job="{API_JOB}", route="/v1/players/{{player_id}}", status="404"}}'
+    (sample,) = poll("the API's requests in Prometheus", lambda: prom.vector(selector))
+    assert sample["value"][1] == "1"
+    assert prom.vector(f'rating_api_request_seconds_bucket{{job="{API_JOB}", route="/readyz"}}')
+    names = set(get_json(prom.url + "/api/v1/label/__name__/values")["data"])
+    assert set(api_series()) <= names, f"not scraped: {sorted(set(api_series()) - names)}"
+    assert [s["value"][1] for s in prom.vector(f'up{{job="{API_JOB}"}}')] == ["1"]
