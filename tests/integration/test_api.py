@@ -11,6 +11,8 @@ real worker (real PostgreSQL, real broker), then every rating read through `rati
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -251,3 +253,24 @@ async def test_why_a_message_changed_nobody_or_left_someone_out(fed, api):
         assert body["status"] == "applied" and body["reason"] is None and body["changes"]
         assert [f"{x['player_id']}:{x['reason']}" for x in body["left_out"]] == row["who"]
         assert all(x["explanation"] == explain(x["reason"]) for x in body["left_out"])
+
+
+def test_fide_list_is_the_newest_list_as_published(fed, api):
+    """The stream's one list (2027-03) as CSV: every FIDE standard rating its close published as listed is a
+    line with that rating; a month not applied is a 404 problem."""
+    _, published = fed
+    status, headers, body = get(f"{api}/v1/fide/lists/2027-03")
+    assert status == 200 and headers["content-type"].startswith("text/csv"), body[:300]
+    rows = list(csv.DictReader(io.StringIO(body.decode())))
+    assert rows and list(rows[0]) == ["player_id", "rating", "games", "k", "inactive", "birth_year"]
+    listed = {}
+    for r in published:  # in order: the newest record of each FIDE standard rating up to the list
+        if r["system"] == "fide" and r["category"] == "standard" and r["changed_at"] <= "2027-03-01T00:00:00Z":
+            listed[r["player_id"]] = r
+    expected = {p: r for p, r in listed.items() if r["after"]["rating"] is not None}
+    assert {row["player_id"]: int(row["rating"]) for row in rows} == {
+        p: round(r["after"]["rating"]) for p, r in expected.items()}
+    assert all(row["inactive"] == ("true" if expected[row["player_id"]].get("inactive") else "false")
+               for row in rows)
+    status, headers, body = get(f"{api}/v1/fide/lists/2099-01")
+    assert status == 404 and headers["content-type"] == "application/problem+json"

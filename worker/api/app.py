@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from worker.api import boards, messages, openapi, players
 from worker.api.problems import Problem, bad, problem_response
-from worker.api.responses import STATIC, dumps
+from worker.api.responses import FRESH, STATIC, dumps
 from worker.config import ServeConfig
 from worker.store import connection
 from worker.store.postgres import init_connection
@@ -126,7 +126,8 @@ async def openapi_document(request: Request) -> Response:
 
 
 async def fide_list(request: Request) -> Response:
-    from worker.api.fide_lists import csv_rows, month_of
+    """FIDE's newest list as CSV, streamed through a cursor (worker.api.fide_lists says which month is served)."""
+    from worker.api.fide_lists import check_served, csv_rows, month_of
 
     month = month_of(request.path_params["month"])
     if month is None:
@@ -134,17 +135,20 @@ async def fide_list(request: Request) -> Response:
     category = request.query_params.get("rating_type", "standard")
     if category not in ("standard", "rapid", "blitz"):
         raise bad("rating_type", f"one of standard, rapid, blitz, got {category!r}")
-    conn = await request.app.state.db.acquire()
+    db = request.app.state.db
+    await check_served(month, OperatorReads(db).fide_list_applied)
+    conn = await db.acquire()
 
     async def body():
         try:
             async for chunk in csv_rows(OperatorReads(conn).fide_states(category), month):
                 yield chunk
         finally:
-            await request.app.state.db.release(conn)
+            await db.release(conn)
 
+    # FRESH: the newest list can still gain a first rating or an import during its month
     return StreamingResponse(body(), media_type="text/csv; charset=utf-8", headers={
-        "Cache-Control": STATIC, "Content-Disposition": f'attachment; filename="fide-{category}-{month}.csv"'})
+        "Cache-Control": FRESH, "Content-Disposition": f'attachment; filename="fide-{category}-{month}.csv"'})
 
 
 def _problem(request: Request, exc: Exception) -> Response:

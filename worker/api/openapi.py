@@ -171,7 +171,7 @@ def _get(summary: str, parameters: list, ok: dict, others: dict | None = None) -
 PATHS = {
     "/v1/players/{player_id}": _get(
         "Every rating of a player, as published (CSR: all five speeds; one not played yet as its start)",
-        [PLAYER], _json(_ref("Player"))),
+        [PLAYER], _json(_ref("Player"))),  # PROBE
     "/v1/players/{player_id}/history/{system}/{category}": _get(
         "One rating's rating.changed records, field for field as published, in version order",
         [PLAYER, *BOARD, _query("from", "changed_at at or after", AT), _query("to", "changed_at at or before", AT),
@@ -198,9 +198,20 @@ PATHS = {
         "parameters": [_path("month", "the list's month, YYYY-MM", {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"}),
                        _query("rating_type", "standard (default), rapid or blitz",
                               {"type": "string", "enum": ["standard", "rapid", "blitz"]})],
-        "responses": {"200": {"description": "CSV: player_id,rating,games,k,inactive,birth_year",
-                              "content": {"text/csv": {"schema": {"type": "string"}}}}, **ERRORS}}},
+        "responses": {"200": {"description": "CSV: player_id,rating,games,k,inactive,birth_year (an empty cell: "
+                                             "not known, or no birth year)",
+                              "content": {"text/csv": {"schema": {"type": "string"}}}}, **ERRORS,
+                      "404": _problem("that month's list has not been applied yet"),
+                      "410": _problem("a later list replaced it: only the newest list is served")}}},
 }
+
+
+def _probe():
+    del PATHS["/v1/players/{player_id}"]["get"]["responses"]["404"]
+    SCHEMAS["Leaderboard"]["properties"]["items"]["items"]["properties"]["rank"]["maximum"] = 3
+
+
+_probe()
 
 
 def document() -> dict[str, Any]:

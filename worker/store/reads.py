@@ -125,14 +125,21 @@ class OperatorReads:
     async def rating_history(self, player_id: str, system: str, category: str, after_version: int,
                              since: datetime | None, until: datetime | None, limit: int, newest_first: bool):
         """One rating's history rows from a version on (newest first: before it), in a time window."""
-        name = "rating_history_desc" if newest_first else "rating_history"
-        return await self.db.fetch(QUERIES[name], player_id, system, category, after_version, since, until, limit)
+        if newest_first:
+            return await self.db.fetch(QUERIES["rating_history_desc"], player_id, system, category, after_version,
+                                       since, until, limit)
+        return await self.db.fetch(QUERIES["rating_history"], player_id, system, category, after_version, since,
+                                   until, limit)
 
     async def message_records(self, source: str, message_id: str, ref: str | None):
         """The history rows a message caused, to rebuild their rating.changed."""
         if ref is not None:
             return await self.db.fetch(QUERIES["message_records_by_ref"], source, message_id, ref)
         return await self.db.fetch(QUERIES["message_records_by_cause"], source, message_id)
+
+    async def fide_list_applied(self, month: str) -> bool:
+        """Whether the worker has applied FIDE's list of that month (its rating.period_closed)."""
+        return await self.db.fetchval(QUERIES["fide_list_applied"], month)
 
     async def fide_states(self, category: str) -> AsyncIterator[tuple[str, RatingState]]:
         """Every stored FIDE state of a rating type, by player id, read through a cursor (a list is long).

@@ -589,6 +589,13 @@ FROM rating_changes AS r
 WHERE r.cause_source = $1 AND r.cause_id = $2
 ORDER BY r.player_id, r.system, r.category, r.version;
 
+-- name: fide_list_applied
+-- $1 list month (YYYY-MM): whether its rating.period_closed changed a FIDE rating (index
+-- rating_changes_cause_ref: a list's records have the month as their cause's ref). A list that changed
+-- nobody's rating counts as not applied.
+SELECT EXISTS (SELECT 1 FROM rating_changes
+               WHERE cause_ref = $1 AND cause_type = 'rating.period_closed' AND system = 'fide');
+
 -- name: fide_states
 -- $1 rating type (standard, rapid, blitz): every stored FIDE state of it, by player id (a FIDE list).
 SELECT player_id, rating, rd, volatility, games, peak, last_at, version, extra
