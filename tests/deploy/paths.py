@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,7 @@ DEPLOY = ROOT / "deploy"
 PROMETHEUS_DIR = DEPLOY / "prometheus"
 K8S = DEPLOY / "k8s"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "rating-worker.json"
+READ_ONLY_ROLE_SQL = DEPLOY / "postgres" / "read-only-role.sql"
 
 INSTALL_HINT = ("Debian's prometheus package provides it: apt-get install prometheus "
                 "(.ci/run installs it when apt-get is available)")
@@ -35,3 +37,8 @@ def load_yaml(path: Path):
     docs = load_yaml_all(path)
     assert len(docs) == 1, f"{path} should hold one YAML document"
     return docs[0]
+
+
+def read_only_role() -> str:
+    """The role deploy/postgres/read-only-role.sql creates when not told another (its `\\set reader`)."""
+    return re.search(r"^\s*\\set reader (\S+)$", READ_ONLY_ROLE_SQL.read_text(), re.M).group(1)

@@ -19,11 +19,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.deploy.paths import DEPLOY, PROMETHEUS_DIR, load_yaml
+from tests.deploy.paths import DEPLOY, PROMETHEUS_DIR, load_yaml, read_only_role
 from worker import config as config_mod
 
 COMPOSE = DEPLOY / "docker-compose.yml"
-ROLE_SQL = DEPLOY / "postgres" / "read-only-role.sql"
 TOPICS_SCRIPT = DEPLOY / "kafka" / "create-topics.sh"
 
 
@@ -161,7 +160,7 @@ def test_the_read_api_serves_as_the_read_only_role():
     known = {f.upper() for f in config_mod.ServeConfig.__dataclass_fields__}
     assert set(env) <= known, f"unknown settings: {set(env) - known}"
     # the role the SQL creates at PostgreSQL's first start, with the password PostgreSQL is given for it
-    reader = re.search(r"^\s*\\set reader (\S+)$", ROLE_SQL.read_text(), re.M).group(1)
+    reader = read_only_role()
     url, worker_url = urlsplit(cfg.database_url), urlsplit(service_env(services["worker"])["DATABASE_URL"])
     assert url.username == reader == "rating_reader" != worker_url.username
     assert url.password == service_env(services["postgres"])["RATING_READER_PASSWORD"]

@@ -1,4 +1,5 @@
-"""deploy/k8s: the Deployment, its probes and configuration, the PodDisruptionBudget, the migration Job.
+"""deploy/k8s: the workers' Deployment, its probes and configuration, the PodDisruptionBudget, the migration
+Job; the read API's Deployment (api-*.yaml) beside them, with its own read-only database URL.
 
 No cluster here. `kubectl kustomize` renders the kustomization where kubectl is installed; with the
 `kubernetes-validate` package installed the manifests are also checked against the Kubernetes API
@@ -13,18 +14,22 @@ import subprocess
 
 import pytest
 
-from tests.deploy.paths import DEPLOY, K8S, load_yaml, load_yaml_all
+from tests.deploy.paths import DEPLOY, K8S, load_yaml, load_yaml_all, read_only_role
 from worker import config as config_mod
 
 SETTINGS = {f.upper() for f in config_mod.Config.__dataclass_fields__}
+API_SETTINGS = {f.upper() for f in config_mod.ServeConfig.__dataclass_fields__}
 
 
-def manifests() -> dict[str, dict]:
-    """kind -> the one object of that kind in deploy/k8s."""
+def manifests(api: bool = False) -> dict[str, dict]:
+    """kind -> the one object of that kind in deploy/k8s: the workers' (and the migration's), or with `api`
+    the read API's (the files api-*.yaml)."""
     out = {}
     for path in sorted(K8S.glob("*.yaml")):
+        if path.name.startswith("api-") != api:
+            continue
         for doc in load_yaml_all(path):
-            key = doc["kind"] if path.name != "secret.example.yaml" else "SecretExample"
+            key = doc["kind"] if not path.name.endswith("secret.example.yaml") else "SecretExample"
             assert key not in out, f"two {key} objects"
             out[key] = doc
     return out
@@ -40,8 +45,11 @@ def test_kustomization_lists_the_files_and_leaves_out_the_job_and_the_example_se
     for resource in k["resources"]:
         assert (K8S / resource).exists(), resource
     assert "migrate-job.yaml" not in k["resources"] and "secret.example.yaml" not in k["resources"]
-    kinds = {load_yaml(K8S / r)["kind"] for r in k["resources"]}
+    kinds = {load_yaml(K8S / r)["kind"] for r in k["resources"] if not r.startswith("api-")}
     assert kinds == {"Namespace", "ConfigMap", "Deployment", "Service", "PodDisruptionBudget"}
+    api = sorted(r for r in k["resources"] if r.startswith("api-"))
+    assert api == sorted(p.name for p in K8S.glob("api-*.yaml") if not p.name.endswith("secret.example.yaml"))
+    assert {load_yaml(K8S / r)["kind"] for r in api} == {"ConfigMap", "Deployment", "Service", "PodDisruptionBudget"}
 
 
 def test_probes_on_healthz_and_readyz_at_the_metrics_port():
@@ -134,11 +142,14 @@ def test_kubectl_kustomize_renders():
     r = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     yaml = pytest.importorskip("yaml")
-    docs = {d["kind"]: d for d in yaml.safe_load_all(r.stdout)}
-    (c,) = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
+    docs = list(yaml.safe_load_all(r.stdout))
     k = load_yaml(K8S / "kustomization.yaml")
-    assert c["image"] == f"{k['images'][0]['newName']}:{k['images'][0]['newTag']}"
-    assert all(d["metadata"].get("namespace", k["namespace"]) == k["namespace"] for d in docs.values())
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    assert set(deployments) == {"rating-worker", "rating-api"}
+    for deployment in deployments.values():
+        (c,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert c["image"] == f"{k['images'][0]['newName']}:{k['images'][0]['newTag']}"
+    assert all(d["metadata"].get("namespace", k["namespace"]) == k["namespace"] for d in docs)
 
 
 def test_manifests_match_the_kubernetes_schemas():
@@ -149,3 +160,66 @@ def test_manifests_match_the_kubernetes_schemas():
             continue
         for doc in load_yaml_all(path):
             kv.validate(doc, "1.30", strict=True)
+
+
+# ---- the read API ---------------------------------------------------------------------------------
+
+
+def test_the_read_api_deployment_probes_and_runs_like_the_workers():
+    m, workers = manifests(api=True), manifests()
+    deployment = m["Deployment"]
+    assert deployment["spec"]["replicas"] == 2
+    c = worker_container(m)
+    assert c["args"] == ["serve"]
+    assert c["image"] == worker_container(workers)["image"], "the same image, so kustomization's `images` sets both"
+    (port,) = c["ports"]
+    assert port["containerPort"] == int(m["ConfigMap"]["data"]["API_PORT"]) == config_mod.ServeConfig().api_port
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
+    assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
+    assert c["resources"]["limits"]["memory"]
+    pod, worker_pod = deployment["spec"]["template"]["spec"], workers["Deployment"]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == worker_pod["securityContext"]
+    assert c["securityContext"] == worker_container(workers)["securityContext"]
+    assert pod["automountServiceAccountToken"] is False
+    # Prometheus finds it as it finds the workers: the pods' annotations, a Service for a ServiceMonitor
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/path"] == "/metrics"
+    assert int(annotations["prometheus.io/port"]) == port["containerPort"]
+    assert m["Service"]["metadata"]["name"] == "rating-api", "the job the rules select (job=\"rating-api\")"
+
+
+def test_the_read_api_selectors_are_its_own():
+    m, workers = manifests(api=True), manifests()
+    pod_labels = m["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    selector = m["Deployment"]["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items()
+    assert m["Service"]["spec"]["selector"] == selector == m["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"]
+    (port,) = m["Service"]["spec"]["ports"]
+    assert port["targetPort"] == worker_container(m)["ports"][0]["name"]
+    # neither Deployment's pods match the other's selector (the workers' headless Service, their PDB)
+    worker_selector = workers["Deployment"]["spec"]["selector"]["matchLabels"]
+    assert not worker_selector.items() <= pod_labels.items()
+    assert not selector.items() <= workers["Deployment"]["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_the_read_api_reads_its_own_read_only_database_url():
+    m, workers = manifests(api=True), manifests()
+    c = worker_container(m)
+    (source,) = c["envFrom"]
+    assert source["configMapRef"]["name"] == m["ConfigMap"]["metadata"]["name"] != workers["ConfigMap"]["metadata"]["name"]
+    data = m["ConfigMap"]["data"]
+    assert set(data) <= API_SETTINGS, f"not read API settings: {set(data) - API_SETTINGS}"
+    secret_env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"]}
+    assert set(secret_env) <= API_SETTINGS
+    assert {"DATABASE_URL", "SUPPORT_TOKEN"} <= set(secret_env) and not {"DATABASE_URL", "SUPPORT_TOKEN"} & set(data)
+    secret = m["SecretExample"]
+    assert secret["metadata"]["name"] != workers["SecretExample"]["metadata"]["name"], "not the workers' Secret"
+    for name, ref in secret_env.items():
+        assert ref["name"] == secret["metadata"]["name"] and ref["key"] == name
+        assert name in secret["stringData"]
+    # what a pod would see passes the API's own validation, as the role the SQL creates
+    cfg = config_mod.load_serve(env={**{k: str(v) for k, v in data.items()}, **secret["stringData"]})
+    assert cfg.database_url.startswith(f"postgresql://{read_only_role()}:")
+    worker_url = workers["SecretExample"]["stringData"]["DATABASE_URL"]
+    assert cfg.database_url.split("@")[0] != worker_url.split("@")[0]

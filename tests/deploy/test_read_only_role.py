@@ -19,15 +19,12 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from tests.deploy.paths import DEPLOY
+from tests.deploy.paths import READ_ONLY_ROLE_SQL
 from worker.dev import databases
 from worker.dev.api import ApiServer
 from worker.store.migrate import migrate
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
-
-ROLE_SQL = DEPLOY / "postgres" / "read-only-role.sql"
-
 
 def psql() -> str:
     """Debian's psql, or the one beside the embedded server; the test skips without either."""
@@ -51,7 +48,7 @@ def as_role(url: str, role: str, password: str) -> str:
 
 
 def run_role_sql(url: str, **variables: str) -> subprocess.CompletedProcess:
-    args = [psql(), url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(ROLE_SQL)]
+    args = [psql(), url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(READ_ONLY_ROLE_SQL)]
     for name, value in variables.items():
         args += ["-v", f"{name}={value}"]
     env = {k: v for k, v in os.environ.items() if k != "RATING_READER_PASSWORD"}
