@@ -64,6 +64,16 @@ def get_json(url: str, headers: dict[str, str] | None = None):
     return orjson.loads(body)
 
 
+def every_page(url: str) -> list[dict]:
+    """The items of every page, following `next` until it is null."""
+    items, cursor = [], None
+    while True:
+        page = get_json(url + (f"&cursor={cursor}" if cursor else ""))
+        items += page["items"]
+        if (cursor := page["next"]) is None:
+            return items
+
+
 def q(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
@@ -177,15 +187,7 @@ def test_history_is_the_records_as_published(fed, api):
         if system not in RATINGS:
             continue
         records = sorted(by_rating[(player, system, category)], key=lambda r: r["version"])
-        items, cursor = [], None
-        while True:
-            page = get_json(f"{api}/v1/players/{q(player)}/history/{system}/{category}?limit=7"
-                            + (f"&cursor={cursor}" if cursor else ""))
-            items += page["items"]
-            cursor = page["next"]
-            if cursor is None:
-                break
-        assert items == records
+        assert every_page(f"{api}/v1/players/{q(player)}/history/{system}/{category}?limit=7") == records
         newest_first = get_json(f"{api}/v1/players/{q(player)}/history/{system}/{category}?order=desc&limit=1000")
         assert newest_first["items"] == records[::-1]
         # the rating on a date: the newest change at or before it
@@ -201,14 +203,7 @@ def test_leaderboards_are_the_commands(fed, api):
     for system, categories in RATINGS.items():
         for category in categories:
             command = orjson.loads(cli("leaderboard", system, category, "--top", "1000", "--json", env=env).stdout)
-            items, cursor = [], None
-            while True:
-                page = get_json(f"{api}/v1/leaderboards/{system}/{category}?limit=3"
-                                + (f"&cursor={cursor}" if cursor else ""))
-                items += page["items"]
-                cursor = page["next"]
-                if cursor is None:
-                    break
+            items = every_page(f"{api}/v1/leaderboards/{system}/{category}?limit=3")
             assert [(i["rank"], i["player_id"], i["rating"]) for i in items] == [
                 (e["rank"], e["player_id"], e["rating"]) for e in command["entries"]], (system, category)
 
