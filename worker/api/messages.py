@@ -10,7 +10,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from worker.api.problems import Problem, board, text_id, time_param
+from worker.api.problems import Problem, board, query_id, time_param
 from worker.api.responses import NEVER, PRIVATE, json_response
 from worker.ratings.reasons import explain
 from worker.store.postgres import PostgresTx, payload_of
@@ -31,8 +31,8 @@ def check_token(request: Request) -> None:
 
 async def message(request: Request) -> Response:
     check_token(request)
-    source = text_id("source", request.query_params.get("source"))
-    message_id = text_id("id", request.query_params.get("id"))
+    source = query_id(request, "source")
+    message_id = query_id(request, "id")
     async with request.app.state.db.acquire() as conn:
         reads = OperatorReads(conn)
         row = await reads.message_processed(source, message_id)
@@ -62,8 +62,8 @@ async def preview(request: Request) -> Response:
     if category not in PREVIEWS.get(system, ()):
         raise Problem(404, f"system: no preview of {system} {category}: one of "
                            f"{', '.join(f'{s} {c}' for s, cs in PREVIEWS.items() for c in cs)}", "system")
-    white = text_id("white", request.query_params.get("white"))
-    black = text_id("black", request.query_params.get("black"))
+    white = query_id(request, "white")
+    black = query_id(request, "black")
     if white == black:
         raise Problem(400, "black: the same player as white", "black")
     at = time_param(request, "at")

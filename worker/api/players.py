@@ -19,7 +19,7 @@ from worker.api.problems import (
     decode_cursor,
     encode_cursor,
     integer,
-    text_id,
+    path_id,
     time_param,
 )
 from worker.api.responses import FRESH, json_response
@@ -78,7 +78,7 @@ def _starts(player_id: str, stored: dict[StateKey, RatingState]) -> list[dict[st
 
 
 async def player(request: Request) -> Response:
-    player_id = text_id("player_id", request.path_params["player_id"])
+    player_id = path_id(request, "player_id")
     systems = list(RATINGS)
     async with request.app.state.db.acquire() as conn:
         reads = OperatorReads(conn)
@@ -102,7 +102,7 @@ async def player(request: Request) -> Response:
 
 
 async def history(request: Request) -> Response:
-    player_id = text_id("player_id", request.path_params["player_id"])
+    player_id = path_id(request, "player_id")
     system, category = board(request.path_params["system"], request.path_params["category"])
     limit = integer(request, "limit", LIMIT, 1, MOST)
     order = choice(request, "order", ("asc", "desc"))

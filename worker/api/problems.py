@@ -13,6 +13,7 @@ import binascii
 from datetime import datetime
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import orjson
 from starlette.requests import Request
@@ -58,10 +59,40 @@ def text_id(parameter: str, value: str | None) -> str:
         raise bad(parameter, f"at most {MAX_ID} characters")
     if "\x00" in value:
         raise bad(parameter, "must not contain the NUL character")
+    return value
+
+
+def _utf8(raw: bytes) -> bool:
+    """Whether percent-encoded bytes (a path, a query's name or value) are UTF-8 text."""
     try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise bad(parameter, "must be valid UTF-8 text") from None
+        unquote_to_bytes(raw.replace(b"+", b" ")).decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# The server decodes percent-encoded bytes that are not UTF-8 (`%FF`) as U+FFFD: an id holding one is
+# checked against the bytes sent, so that `/v1/players/%FF` is a 400, not a 404 about another id than the
+# one sent, and `?source=%FF` never an answer about a message nobody asked for.
+NOT_UTF8 = "must be UTF-8 text, percent-encoded (a byte that is not was sent)"
+
+
+def path_id(request: Request, name: str) -> str:
+    """A path parameter that is an id (text_id), sent as UTF-8."""
+    value = text_id(name, request.path_params[name])
+    if "\ufffd" in value and not _utf8(request.scope.get("raw_path", b"")):
+        raise bad(name, NOT_UTF8)
+    return value
+
+
+def query_id(request: Request, name: str) -> str:
+    """A query parameter that is an id (text_id), sent as UTF-8."""
+    value = text_id(name, request.query_params.get(name))
+    if "\ufffd" in value:
+        for pair in request.scope.get("query_string", b"").split(b"&"):
+            key, _, raw = pair.partition(b"=")
+            if unquote_to_bytes(key.replace(b"+", b" ")) == name.encode() and not _utf8(raw):
+                raise bad(name, NOT_UTF8)
     return value
 
 
