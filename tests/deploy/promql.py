@@ -188,7 +188,17 @@ def exported_families() -> dict[str, frozenset[str]]:
     """Each metric the worker registers -> the sample names it exposes (without `_created`)."""
     from worker.observability import Metrics
 
-    metrics = Metrics()
+    return _families(Metrics())
+
+
+def api_families() -> dict[str, frozenset[str]]:
+    """The same for the read API."""
+    from worker.api.app import Metrics
+
+    return _families(Metrics())
+
+
+def _families(metrics) -> dict[str, frozenset[str]]:
     _children(metrics)
     return {
         family.name: frozenset(s.name for s in family.samples if not s.name.endswith("_created"))

@@ -10,6 +10,7 @@ import pytest
 from tests.deploy.paths import DASHBOARD, PROMETHEUS_DIR, load_yaml
 from tests.deploy.promql import (
     PromQLError,
+    api_families,
     api_series,
     check,
     exported_families,
@@ -116,7 +117,7 @@ def test_dashboard_is_well_formed():
 
 
 def test_every_dashboard_query_uses_exported_metrics_and_labels():
-    exported = exported_series()
+    exported = {**exported_series(), **api_series()}
     problems = [f"{title}: {problem}" for title, expr in dashboard_queries() for problem in check(expr, exported)]
     assert problems == []
 
@@ -135,9 +136,10 @@ def test_dashboard_variable_queries_use_exported_metrics():
         assert label in exported.get(name, frozenset()) | {"job", "instance"}
 
 
-def test_every_metric_the_worker_exports_is_on_the_dashboard():
+def test_every_metric_the_worker_and_the_api_export_is_on_the_dashboard():
     used = set().union(*(parse(expr).names for _, expr in dashboard_queries()))
-    missing = [family for family, samples in exported_families().items() if not samples & used]
+    families = {**exported_families(), **api_families()}
+    missing = [family for family, samples in families.items() if not samples & used]
     assert missing == [], f"metrics with no dashboard panel (add one to {DASHBOARD.name}): {missing}"
 
 
@@ -185,7 +187,7 @@ def test_the_issue_s_alerts_exist_with_a_severity_and_a_summary():
 
 def test_offsets_that_went_back_page_and_point_to_the_runbook():
     """The broker lost data (or the group's offsets were reset): a page, with the operator's steps,
-    on a metric the worker declares (a panel too: test_every_metric_the_worker_exports_is_on_the_dashboard)."""
+    on a metric the worker declares (a panel too: test_every_metric_the_worker_and_the_api_export_is_on_the_dashboard)."""
     assert "rating_worker_offsets_went_back_total" in exported_series()
     alert = {r["alert"]: r for r in _rules() if "alert" in r}["RatingWorkerOffsetsWentBack"]
     assert alert["labels"]["severity"] == "critical"

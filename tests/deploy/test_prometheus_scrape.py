@@ -214,7 +214,8 @@ async def test_real_prometheus_scrapes_a_running_worker(tmp_path, database_url, 
         assert errors == {}
         with_data = {title for (title, _), v in answers.items() if v["data"]["result"]}
         assert {"Workers up", "Workers ready", "Messages/s by outcome", "Rating changes published/s",
-                "Batch duration", "Consumer lag by topic", "Dead letters in range"} <= with_data
+                "Batch duration", "Consumer lag by topic", "Dead letters in range",
+                "API requests/s by route and status", "API latency by route (p50, p99)"} <= with_data
 
         # the image's HEALTHCHECK command, against this worker and against a closed port
         hc = healthcheck_command()
@@ -258,3 +259,5 @@ def check_the_read_api(prom: Prometheus, api: ApiServer) -> None:
     names = set(get_json(prom.url + "/api/v1/label/__name__/values")["data"])
     assert set(api_series()) <= names, f"not scraped: {sorted(set(api_series()) - names)}"
     assert [s["value"][1] for s in prom.vector(f'up{{job="{API_JOB}"}}')] == ["1"]
+    # two scrapes since the requests, so that the dashboard's rates have data
+    poll("two scrapes of the API's requests", lambda: prom.vector(f'count_over_time({selector}[1m]) >= 2'))
