@@ -133,12 +133,22 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
-def _problem(description: str) -> dict:
-    return {"description": description, "content": {PROBLEM: {"schema": _ref("Problem")}}}
+def _header(description: str, schema: dict | None = None) -> dict:
+    return {"required": True, "description": description, "schema": schema or {"type": "string"}}
+
+
+ETAG = _header("a digest of the body: send it back in If-None-Match to get 304 while nothing changed")
+CACHE_CONTROL = _header("how long the answer may be reused: no-cache (revalidate by ETag), a few seconds for a "
+                        "leaderboard, no-store for points at stake")
+
+
+def _problem(description: str, headers: dict | None = None) -> dict:
+    return {"description": description, **({"headers": headers} if headers else {}),
+            "content": {PROBLEM: {"schema": _ref("Problem")}}}
 
 
 def _json(schema: dict, description: str = "OK") -> dict:
-    return {"description": description, "headers": {"ETag": {"schema": {"type": "string"}}},
+    return {"description": description, "headers": {"ETag": ETAG, "Cache-Control": CACHE_CONTROL},
             "content": {"application/json": {"schema": schema}}}
 
 
@@ -151,20 +161,24 @@ def _query(name: str, description: str, schema: dict, required: bool = False) ->
     return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
 
 
-UNAVAILABLE = _problem("PostgreSQL is unavailable (Retry-After says when to try again)")
+UNAVAILABLE = _problem("PostgreSQL is unavailable (Retry-After says when to try again)", {
+    "Retry-After": _header("seconds to wait before asking again", {"type": "integer", "minimum": 0})})
 ERRORS = {"400": _problem("a parameter is wrong (`parameter` names it)"), "404": _problem("no such resource"),
           "503": UNAVAILABLE}
-NOT_MODIFIED = {"304": {"description": "Not Modified (If-None-Match matched the ETag)"}}
+NOT_MODIFIED = {"304": {"description": "Not Modified (If-None-Match matched the ETag)",
+                         "headers": {"ETag": ETAG, "Cache-Control": CACHE_CONTROL}}}
 PLAYER = _path("player_id", "the player's id, as the platform sends it", ID)
 BOARD = [_path("system", "a system that publishes ratings", {"type": "string", "enum": list(RATINGS)}),
-         _path("category", "one of the system's categories")]
+         _path("category", "one of the system's categories (a 404 names them)",
+               {"type": "string", "enum": sorted({c for cs in RATINGS.values() for c in cs})})]
 LIMIT = _query("limit", "how many (default 100, at most 1000)", {"type": "integer", "minimum": 1, "maximum": 1000})
 CURSOR = _query("cursor", "the `next` of the page before, as it is", {"type": "string"})
 AT = {"type": "string", "format": "date-time"}
 
 
-def _get(summary: str, parameters: list, ok: dict, others: dict | None = None) -> dict:
-    return {"get": {"summary": summary, "parameters": parameters,
+def _get(summary: str, parameters: list, ok: dict, others: dict | None = None,
+         security: list | None = None) -> dict:
+    return {"get": {"summary": summary, "parameters": parameters, **({"security": security} if security else {}),
                     "responses": {"200": ok, **NOT_MODIFIED, **ERRORS, **(others or {})}}}
 
 
@@ -187,7 +201,8 @@ PATHS = {
         [_query("source", "the message's CloudEvents source", {"type": "string", "minLength": 1, "maxLength": 128},
                 True),
          _query("id", "the message's CloudEvents id", ID, True)],
-        _json(_ref("Message")), {"401": _problem("the support token is configured and was not given")}),
+        _json(_ref("Message")), {"401": _problem("the support token is configured and was not given", {
+            "WWW-Authenticate": _header("the challenge: Bearer (RFC 6750)")})}, security=[{"support": []}]),
     "/v1/preview/{system}/{category}": _get(
         "The points at stake before a game: each player's rating change after a win, a draw and a loss",
         [*BOARD, _query("white", "White's player id", ID, True), _query("black", "Black's player id", ID, True),
@@ -200,6 +215,7 @@ PATHS = {
                               {"type": "string", "enum": ["standard", "rapid", "blitz"]})],
         "responses": {"200": {"description": "CSV: player_id,rating,games,k,inactive,birth_year (an empty cell: "
                                              "not known, or no birth year)",
+                              "headers": {"Cache-Control": CACHE_CONTROL},
                               "content": {"text/csv": {"schema": {"type": "string"}}}}, **ERRORS,
                       "404": _problem("that month's list has not been applied yet"),
                       "410": _problem("a later list replaced it: only the newest list is served")}}},
