@@ -42,9 +42,10 @@ RETRY_AFTER_S = 5
 READY_TIMEOUT_S = 2.0
 GZIP_FROM_BYTES = 1000  # smaller answers gain nothing from compression
 # SQLSTATE classes of a database that is away or overloaded rather than of a bad statement: connection (08),
-# invalid transaction state (25, a replica promoted), insufficient resources (53), operator intervention (57:
-# a statement timeout, a shutdown), system (58), invalid authorization (28), no such database (3D)
-UNAVAILABLE = frozenset({"08", "25", "28", "3D", "53", "57", "58"})
+# invalid transaction state (25, a replica promoted), transaction rollback (40: a replica cancels a read that
+# conflicts with recovery), insufficient resources (53), operator intervention (57: a statement timeout, a
+# shutdown), system (58), invalid authorization (28), no such database (3D)
+UNAVAILABLE = frozenset({"08", "25", "28", "3D", "40", "53", "57", "58"})
 
 
 def unavailable(exc: BaseException) -> str | None:

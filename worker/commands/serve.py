@@ -60,9 +60,16 @@ async def serve(cfg: ServeConfig) -> int:
     announcing = asyncio.ensure_future(announce())
     try:
         await server.serve()
+    except SystemExit:  # uvicorn's own exit when it cannot listen (its ERROR line says why)
+        if server.started:
+            raise
     finally:
         announcing.cancel()
-    return 0 if server.started else 1
+    if not server.started:
+        print(f"rating-worker serve: cannot listen on {cfg.api_host}:{cfg.api_port} (in use, or not allowed): "
+              "change API_HOST or API_PORT", file=sys.stderr)
+        return 2
+    return 0
 
 
 def main(args: argparse.Namespace) -> int:
