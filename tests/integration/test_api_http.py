@@ -15,11 +15,18 @@ worker: the values are tests/integration/test_api.py's concern, the answers' sha
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import gzip
 import io
+import itertools
 import os
+import time
 import urllib.parse
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import orjson
 import pytest
 import requests
@@ -35,10 +42,15 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.integration.harness import new_database
+from worker.api.responses import BOARD as BOARD_CACHE
+from worker.api.responses import FRESH, NEVER, PRIVATE, STATIC
 from worker.commands.replay import replay
 from worker.dev.api import ApiServer
-from worker.dev.streams import every_type
+from worker.dev.proxy import TcpProxy
+from worker.dev.streams import TCS, every_type, game_event
 from worker.engine.preview import PREVIEWS
+from worker.ratings import csr
+from worker.ratings.inputs import TimeControl
 from worker.ratings.registry import RATINGS
 from worker.store.postgres import PostgresStore
 
@@ -83,25 +95,12 @@ def get(url: str, headers: dict[str, str] | None = None, method: str = "GET") ->
     return requests.request(method, url, headers=headers, timeout=TIMEOUT_S, allow_redirects=False)
 
 
-def q(value: str) -> str:
-    return urllib.parse.quote(value, safe="")
-
-
-def top_player(fed: Fed, system: str = "csr", category: str = "blitz") -> str:
-    """The player with the most changes of that rating."""
-    counts: dict[str, int] = {}
-    for r in fed.published:
-        if (r["system"], r["category"]) == (system, category):
-            counts[r["player_id"]] = counts.get(r["player_id"], 0) + 1
-    return max(sorted(counts), key=counts.__getitem__)
-
-
 # -- 1. schemathesis: every route fuzzed from the served document -------------------------------------------
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           response_headers_conformance]
-# per operation and mode: about 500 requests in all (API_FUZZ_EXAMPLES=400 fuzzes longer, locally)
-EXAMPLES = int(os.environ.get("API_FUZZ_EXAMPLES", "40"))
+# per operation and mode: about 700 requests in all (API_FUZZ_EXAMPLES=400 fuzzes longer, locally)
+EXAMPLES = int(os.environ.get("API_FUZZ_EXAMPLES", "60"))
 
 
 def known_values(fed: Fed) -> dict[str, list[tuple[dict, dict]]]:
@@ -110,7 +109,7 @@ def known_values(fed: Fed) -> dict[str, list[tuple[dict, dict]]]:
     ratings = sorted({(r["player_id"], r["system"], r["category"]) for r in fed.published})[::37]
     causes = sorted({(r["cause"]["source"], r["cause"]["id"]) for r in fed.published})[::97]
     players = sorted({p for p, _, _ in ratings})
-    pairs = list(zip(players, players[1:], strict=False))[:8]
+    pairs = list(zip(players, players[1:], strict=False))[:2]
     return {
         "/v1/players/{player_id}": [({"player_id": p}, {}) for p in players],
         "/v1/players/{player_id}/history/{system}/{category}": [
@@ -120,7 +119,7 @@ def known_values(fed: Fed) -> dict[str, list[tuple[dict, dict]]]:
         "/v1/messages": [({}, {"source": s, "id": i}) for s, i in causes],
         "/v1/preview/{system}/{category}": [
             ({"system": s, "category": c}, {"white": w, "black": b}) for s, cs in PREVIEWS.items() for c in cs
-            for w, b in pairs[:2]],
+            for w, b in pairs],
         "/v1/fide/lists/{month}": [({"month": m}, {"rating_type": t}) for m in ("2027-03", "2026-01")
                                    for t in ("standard", "rapid", "blitz")],
     }
@@ -200,8 +199,6 @@ def problem(response: requests.Response, status: int, parameter: str | None) -> 
 
 def cursor_of(kind: str, *position) -> str:
     """A cursor as the API builds one (base64url of a JSON array, unpadded): to tamper with."""
-    import base64
-
     return base64.urlsafe_b64encode(orjson.dumps([kind, *position])).decode().rstrip("=")
 
 
@@ -291,3 +288,259 @@ def test_the_support_route_needs_the_token(api):
         assert "x-1" not in response.json()["detail"]
     assert get(path, AUTH).json()["status"] == "applied"
     assert get(path, {"Authorization": f"bearer {TOKEN}"}).status_code == 200  # the scheme is case-insensitive
+
+
+# -- 3. a database outage ---------------------------------------------------------------------------------------
+
+ROUTES = ["/v1/players/p005", "/v1/players/p005/history/csr/blitz", "/v1/leaderboards/csr/blitz",
+          "/v1/messages?source=%2Ffixed&id=x-1", "/v1/preview/csr/blitz?white=p005&black=p006",
+          "/v1/fide/lists/2027-03"]
+
+
+def through(url: str, proxy: TcpProxy) -> str:
+    """The database URL with the proxy in place of the server."""
+    parts = urllib.parse.urlsplit(url)
+    user = f"{parts.username}@" if parts.username else ""
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}"))
+
+
+async def aget(url: str, headers: dict[str, str] | None = None) -> requests.Response:
+    """`get` off the event loop, which the proxy runs on."""
+    return await asyncio.to_thread(get, url, headers)
+
+
+async def answers(base: str) -> dict[str, requests.Response]:
+    return {path: await aget(base + path, AUTH) for path in ROUTES}
+
+
+async def mended(base: str, within_s: float = 20.0) -> dict[str, int]:
+    """Each route's status once all of them answer 200; until then, each answer is a 200 or a 503."""
+    deadline = time.monotonic() + within_s
+    while True:
+        statuses = {path: r.status_code for path, r in (await answers(base)).items()}
+        assert set(statuses.values()) <= {200, 503}, statuses
+        if set(statuses.values()) == {200} or time.monotonic() > deadline:
+            return statuses
+        await asyncio.sleep(0.2)
+
+
+async def test_an_outage_is_a_503_and_serve_mends_without_a_restart(fed, tmp_path):
+    """serve started while PostgreSQL can not be reached starts, answers 503 (with Retry-After) and says why on
+    /readyz, and answers 200 once it can; a later outage of the same process is a 503 again, mended again.
+    The fault: worker/dev/proxy.py between serve and PostgreSQL, cut (every connection reset, new ones
+    refused) and restored."""
+    target = urllib.parse.urlsplit(fed.url)
+    proxy = await TcpProxy(target.hostname, target.port).start()
+    proxy.cut()
+    server = ApiServer(through(fed.url, proxy), tmp_path / "serve.log", {"SUPPORT_TOKEN": TOKEN})
+    await asyncio.to_thread(server.start)
+    try:
+        for phase in ("started while away", "lost while serving"):
+            for path, response in (await answers(server.url)).items():
+                body = problem(response, 503, None)
+                assert response.headers["retry-after"].isdigit(), (phase, path)
+                assert body["detail"].startswith("database: "), (phase, body)
+            ready = await aget(f"{server.url}/readyz")
+            assert ready.status_code == 503 and ready.headers["retry-after"].isdigit(), phase
+            reason = ready.json()["reason"]
+            assert reason.startswith("database: the server is unreachable: "), reason
+            assert (await aget(f"{server.url}/healthz")).status_code == 200  # alive: not to be restarted
+            assert proxy.refused > 0
+            proxy.restore()
+            assert await mended(server.url) == dict.fromkeys(ROUTES, 200), phase
+            assert (await aget(f"{server.url}/readyz")).json() == {"status": "ready"}
+            assert server.proc.poll() is None  # the same process throughout
+            proxy.cut()
+    finally:
+        await asyncio.to_thread(server.stop)
+        await proxy.stop()
+    log = (tmp_path / "serve.log").read_text()
+    assert "Traceback" not in log and "a bug" not in log, log[-3000:]
+    assert "cannot connect to PostgreSQL" in log
+
+
+# -- 4. HTTP as clients expect -----------------------------------------------------------------------------------
+
+BLITZ = next(tc for tc in TCS if csr.category(TimeControl(**tc)) == "blitz")
+_games = itertools.count()
+
+
+def blitz_game(white: str, black: str, result: str = "1-0") -> bytes:
+    """One more rated CSR blitz game, a few days after the stream's own (its players' RDs barely grow)."""
+    i = next(_games)
+    return orjson.dumps(game_event(i, white, black, result, datetime(2026, 1, 10, tzinfo=UTC) + timedelta(minutes=i),
+                                   BLITZ, source="/http-tests"))
+
+
+def test_an_etag_revalidates(api):
+    """Each JSON answer has an ETag; If-None-Match with it (or weak, or among others, or *) is a 304 without a
+    body and with the same headers; another tag gets the answer."""
+    urls = [f"{api.url}/v1/players/p005", f"{api.url}/v1/players/p005/history/csr/blitz",
+            f"{api.url}/v1/leaderboards/csr/blitz?limit=1000"]
+    first = {url: get(url) for url in urls}
+    for url, response in first.items():
+        assert response.status_code == 200 and response.headers["etag"].startswith('"'), url
+        tag = response.headers["etag"]
+        for header in (tag, f"W/{tag}", f'"other", {tag}', "*"):
+            again = get(url, {"If-None-Match": header})
+            assert again.status_code == 304 and again.content == b"", (url, header)
+            assert again.headers["etag"] == tag and again.headers["cache-control"] == response.headers["cache-control"]
+        assert get(url, {"If-None-Match": '"other"'}).status_code == 200
+        assert get(url).headers["etag"] == tag  # the same answer, the same tag
+
+
+async def test_the_etag_changes_with_the_rating(api, fed):
+    """One more game of p005: his ratings, his history and the board answer a revalidation with the new
+    answer and a new tag, and the history's newest item is the game's record as published."""
+    urls = [f"{api.url}/v1/players/p005", f"{api.url}/v1/players/p005/history/csr/blitz",
+            f"{api.url}/v1/leaderboards/csr/blitz?limit=1000"]
+    before = {url: await aget(url) for url in urls}
+    records = await replay_into(fed.url, [blitz_game("p005", "p006")])
+    assert {(r["player_id"], r["category"]) for r in records} == {("p005", "blitz"), ("p006", "blitz")}
+    for url, response in before.items():
+        after = await aget(url, {"If-None-Match": response.headers["etag"]})
+        assert after.status_code == 200 and after.headers["etag"] != response.headers["etag"], url
+    history = (await aget(urls[1])).json()["items"]
+    assert history[-1] == next(r for r in records if r["player_id"] == "p005")
+
+
+def test_each_route_says_how_long_its_answer_may_be_reused(api):
+    expected = {"/v1/players/p005": FRESH, "/v1/players/p005/history/csr/blitz": FRESH,
+                "/v1/leaderboards/csr/blitz": BOARD_CACHE, "/v1/messages?source=%2Ffixed&id=x-1": PRIVATE,
+                "/v1/preview/csr/blitz?white=p005&black=p006": NEVER, "/v1/fide/lists/2027-03": FRESH,
+                "/openapi.json": STATIC}
+    shown = {path: get(api.url + path, AUTH) for path in expected}
+    assert {p: (r.status_code, r.headers.get("cache-control")) for p, r in shown.items()} == {
+        p: (200, cache) for p, cache in expected.items()}
+    # what support asks and the points at stake are never stored by a shared cache
+    assert "private" in PRIVATE and NEVER == "no-store"
+
+
+def test_a_large_answer_is_compressed_when_asked(api):
+    url = f"{api.url}/v1/leaderboards/csr/blitz?limit=1000"
+    plain = get(url, {"Accept-Encoding": "identity"})
+    assert plain.status_code == 200 and "content-encoding" not in plain.headers and len(plain.content) > 5000
+    with requests.get(url, headers={"Accept-Encoding": "gzip"}, timeout=TIMEOUT_S, stream=True) as packed:
+        assert packed.headers["content-encoding"] == "gzip" and "Accept-Encoding" in packed.headers["vary"]
+        raw = packed.raw.read(decode_content=False)
+    assert gzip.decompress(raw) == plain.content and len(raw) < len(plain.content) / 3
+    small = get(f"{api.url}/v1/players/nobody-ever", {"Accept-Encoding": "gzip"})  # a few hundred bytes
+    assert small.status_code == 404 and "content-encoding" not in small.headers
+    history = get(f"{api.url}/v1/players/p005/history/csr/blitz?limit=1000", {"Accept-Encoding": "gzip"})
+    assert history.headers["content-encoding"] == "gzip" and history.json()["items"]
+
+
+def test_cors_answers_the_configured_origin_only(api):
+    url = f"{api.url}/v1/players/p005"
+    preflight = {"Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "authorization"}
+    allowed = get(url, {"Origin": ORIGIN, **preflight}, method="OPTIONS")
+    assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == ORIGIN
+    assert "GET" in allowed.headers["access-control-allow-methods"]
+    assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+    refused = get(url, {"Origin": "https://elsewhere.example", **preflight}, method="OPTIONS")
+    assert refused.status_code >= 400 and "access-control-allow-origin" not in refused.headers
+    simple = get(url, {"Origin": ORIGIN})
+    assert simple.status_code == 200 and simple.headers["access-control-allow-origin"] == ORIGIN
+    assert "etag" in simple.headers["access-control-expose-headers"].lower()
+    other = get(url, {"Origin": "https://elsewhere.example"})
+    assert other.status_code == 200 and "access-control-allow-origin" not in other.headers
+
+
+async def test_a_cursor_holds_while_ratings_change(api, fed):
+    """Page 1 of a leaderboard; then a rating enters above its end (an import) and games move ratings above
+    and below it; the next page starts right after page 1's last entry as the board now is: no entry twice,
+    the order kept. A page at an offset would have shown page 1's last entry again (checked: the entrant
+    pushed it one place down), which is what the cursor is for. (An entry whose own rating crosses the end
+    of page 1 between the two requests is shown where it now is: twice, or not at all.)"""
+    board = f"{api.url}/v1/leaderboards/csr/blitz"
+    page1 = (await aget(f"{board}?limit=10")).json()
+    whole = (await aget(f"{board}?limit=1000")).json()["items"]
+    last = page1["items"][-1]
+    top = [e["player_id"] for e in page1["items"] if not e["player_id"].startswith("imp")][:2]
+    bottom = [e["player_id"] for e in whole if not e["player_id"].startswith("imp")][-2:]
+    imported = orjson.dumps({
+        "specversion": "1.0", "id": "enter-1", "source": "/http-tests", "type": "rating.imported",
+        "time": "2026-03-02T00:00:00Z", "data": {"player_id": "http-entrant", "system": "csr", "category": "blitz",
+                                                  "rating": last["rating"] + 300, "rd": 60,
+                                                  "imported_at": "2026-03-02T00:00:00Z"}})
+    records = await replay_into(fed.url, [imported, blitz_game(*top), blitz_game(*top, "0-1"),
+                                          blitz_game(*bottom), blitz_game(*bottom, "1/2-1/2")])
+    assert {r["player_id"] for r in records} == {"http-entrant", *top, *bottom}
+    page2 = (await aget(f"{board}?limit=1000&cursor={page1['next']}")).json()
+    now = (await aget(f"{board}?limit=1000")).json()["items"]
+    shown = [e["player_id"] for e in page1["items"] + page2["items"]]
+    assert len(shown) == len(set(shown)), "an entry appeared twice"
+    key = [(-e["rating"], e["player_id"]) for e in page2["items"]]
+    assert key == sorted(key) and key[0] > (-last["rating"], last["player_id"])
+    after = [e for e in now if (-e["rating"], e["player_id"]) > (-last["rating"], last["player_id"])]
+    assert page2["items"] == after  # ranks too: counted on the board as it is now
+    assert now[len(page1["items"])]["player_id"] == last["player_id"]  # an offset would repeat it
+
+
+# -- 5. read-only --------------------------------------------------------------------------------------------------
+
+READS = ["/v1/players/p005", "/v1/players/p001", "/v1/players/p005/history/csr/blitz?order=desc&limit=5",
+         "/v1/leaderboards/csr/blitz?limit=1000", "/v1/leaderboards/fide/standard", "/v1/leaderboards/uscf/regular",
+         "/v1/messages?source=%2Ffixed&id=x-1", "/v1/messages?source=%2Ffixed&id=x-10",
+         "/v1/preview/csr/blitz?white=p005&black=p006&at=2026-06-01T00:00:00Z",
+         "/v1/preview/fide/standard?white=p005&black=p006&at=2026-06-01T00:00:00Z",
+         "/v1/fide/lists/2027-03", "/openapi.json", "/readyz"]
+
+
+def as_role(url: str, role: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}"))
+
+
+async def test_a_role_that_may_only_select_serves_every_route(api, fed, tmp_path):
+    """serve logged in as a role with LOGIN, USAGE on the schema and SELECT on its tables, nothing else: every
+    route answers as it does for the tables' owner. The role can write nothing, and can not lock a row
+    either (FOR UPDATE and FOR SHARE need the UPDATE privilege), so that whatever the API sends, it takes no
+    lock a worker waits on. No CORS origin is configured for it: no CORS header."""
+    role = f"api_reader_{os.getpid()}"
+    owner = await asyncpg.connect(fed.url)
+    try:
+        await owner.execute(f"CREATE ROLE {role} LOGIN")
+        await owner.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        await owner.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+        reader = await asyncpg.connect(as_role(fed.url, role))
+        try:
+            for statement in ("UPDATE players SET closed_reason = NULL WHERE player_id = 'p005'",
+                              "SELECT 1 FROM players WHERE player_id = 'p005' FOR SHARE",
+                              "CREATE TABLE mine (x int)"):
+                with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                    await reader.execute(statement)
+        finally:
+            await reader.close()
+        with ApiServer(as_role(fed.url, role), tmp_path / "serve.log", {"SUPPORT_TOKEN": TOKEN}) as server:
+            for path in READS:
+                mine, theirs = await aget(server.url + path, AUTH), await aget(api.url + path, AUTH)
+                assert (mine.status_code, mine.content) == (200, theirs.content), (path, mine.text[:300])
+            assert "access-control-allow-origin" not in (await aget(server.url + READS[0], {"Origin": ORIGIN})).headers
+    finally:
+        await owner.execute(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}")
+        await owner.execute(f"REVOKE ALL ON SCHEMA public FROM {role}")
+        await owner.execute(f"DROP ROLE IF EXISTS {role}")
+        await owner.close()
+
+
+async def test_a_worker_holding_a_players_rows_does_not_hold_up_the_api(api, fed):
+    """A worker's batch holds its players' rows FOR UPDATE (queries.sql, lock_players_select) and updates
+    their ratings while it rates. Meanwhile every route about those players answers 200: the API reads a
+    snapshot and waits on no row lock. Had it asked for one (FOR SHARE), it would have waited for the batch
+    until its statement timeout (API_DB_TIMEOUT_S, 5 s) and answered 503, or been refused by its read-only
+    session (a 500)."""
+    batch = await asyncpg.connect(fed.url)
+    try:
+        async with batch.transaction():
+            locked = await batch.fetch("SELECT player_id FROM players WHERE player_id = ANY($1::text[]) "
+                                       "ORDER BY player_id FOR UPDATE", ["p005", "p006"])
+            assert len(locked) == 2
+            await batch.execute("UPDATE ratings SET games = games WHERE player_id = ANY($1::text[])", ["p005", "p006"])
+            answers = {path: await aget(api.url + path, AUTH) for path in READS}
+            waiting = await batch.fetchval("SELECT count(*) FROM pg_locks AS l JOIN pg_stat_activity AS a USING (pid) "
+                                           "WHERE a.application_name = 'rating-worker-api' AND NOT l.granted")
+    finally:
+        await batch.close()
+    assert {p: r.status_code for p, r in answers.items()} == dict.fromkeys(READS, 200)
+    assert waiting == 0
