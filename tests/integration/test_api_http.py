@@ -268,6 +268,26 @@ def test_bad_input_is_a_problem_naming_the_parameter(api, path, status, paramete
     problem(get(api.url + path, AUTH), status, parameter)
 
 
+EDGES = [  # times at the ends of what a datetime holds, and of the years a preview takes: 200 or 400
+    *[(f"{HISTORY}?{name}={urllib.parse.quote(t)}", status, name) for name in ("from", "to") for t, status in (
+        ("0001-01-01T00:00:00Z", 200), ("9999-12-31T23:59:59Z", 200), ("0001-01-01T00:00:00+14:00", 400),
+        ("9999-12-31T23:59:59-14:00", 400))],
+    *[(f"/v1/preview/{system}/{category}?white=p005&black=p006&at={urllib.parse.quote(t)}", status, "at")
+      for system, category in (("csr", "blitz"), ("fide", "standard"), ("uscf", "regular")) for t, status in (
+          ("1900-01-01T00:00:00Z", 200), ("2999-12-31T23:59:59Z", 200), ("1899-12-31T23:59:59Z", 400),
+          ("2999-12-31T23:59:59-01:00", 400), ("9999-12-31T23:59:59Z", 400), ("0001-01-01T00:00:00+14:00", 400))],
+]
+
+
+@pytest.mark.parametrize(("path", "status", "parameter"), EDGES, ids=[e[0][-60:] for e in EDGES])
+def test_a_time_at_the_edge_of_the_calendar_is_never_a_500(api, path, status, parameter):
+    response = get(api.url + path)
+    if status == 400:
+        problem(response, 400, parameter)
+    else:
+        assert response.status_code == 200, (path, response.text[:300])
+
+
 def test_a_path_or_method_that_is_not_served_is_a_problem(api):
     assert problem(get(f"{api.url}/v2/players/p005"), 404, None)["instance"] == "/v2/players/p005"
     problem(get(f"{api.url}/v1/players"), 404, None)

@@ -16,6 +16,10 @@ from worker.ratings.reasons import explain
 from worker.store.postgres import PostgresTx, payload_of
 from worker.store.reads import OperatorReads
 
+# A game finishing outside these years is a client's mistake, not a preview: the engine's calendars (FIDE's
+# periods, US Chess's) reach past a datetime's year 9999 from a game in it.
+PREVIEW_YEARS = (1900, 2999)
+
 
 def check_token(request: Request) -> None:
     """The support token, when one is configured: `Authorization: Bearer <token>` (compared in constant
@@ -66,7 +70,7 @@ async def preview(request: Request) -> Response:
     black = query_id(request, "black")
     if white == black:
         raise Problem(400, "black: the same player as white", "black")
-    at = time_param(request, "at")
+    at = time_param(request, "at", PREVIEW_YEARS)
     when = time.time() if at is None else at.timestamp()
     async with request.app.state.db.acquire() as conn:
         try:

@@ -206,7 +206,7 @@ PATHS = {
     "/v1/preview/{system}/{category}": _get(
         "The points at stake before a game: each player's rating change after a win, a draw and a loss",
         [*BOARD, _query("white", "White's player id", ID, True), _query("black", "Black's player id", ID, True),
-         _query("at", "when the game would finish (default: now)", AT)],
+         _query("at", "when the game would finish (default: now), in the years 1900 to 2999", AT)],
         _json(_ref("Preview")), {"409": _problem("the game would not be rated (a closed account, ...)")}),
     "/v1/fide/lists/{month}": {"get": {
         "summary": "FIDE's list of that month as published: listed players only, streamed",

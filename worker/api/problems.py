@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -132,8 +132,10 @@ def positive(request: Request, name: str) -> float | None:
     return value
 
 
-def time_param(request: Request, name: str) -> datetime | None:
-    """An RFC 3339 time with its offset ('2026-11-30T12:00:00Z'), or None when absent."""
+def time_param(request: Request, name: str, years: tuple[int, int] = (1, 9999)) -> datetime | None:
+    """An RFC 3339 time with its offset ('2026-11-30T12:00:00Z'), in UTC, or None when absent. Its year in
+    UTC must be within `years`: by default those a datetime (and PostgreSQL's driver) can hold, so that
+    '0001-01-01T00:00:00+14:00' is a 400, not an overflow on the way to the query."""
     raw = request.query_params.get(name)
     if raw is None:
         return None
@@ -143,6 +145,12 @@ def time_param(request: Request, name: str) -> datetime | None:
         raise bad(name, f"{raw!r} is not an RFC 3339 time such as 2026-11-30T12:00:00Z") from None
     if value.tzinfo is None:
         raise bad(name, f"{raw!r} has no offset: add Z (UTC) or +hh:mm")
+    try:
+        value = value.astimezone(UTC)
+    except OverflowError:
+        value = None
+    if value is None or not years[0] <= value.year <= years[1]:
+        raise bad(name, f"{raw!r} is out of range: from the year {years[0]} to {years[1]} (UTC)")
     return value
 
 
