@@ -4,8 +4,10 @@ competition ranks ordered by player id), a page at a time.
 
 A page starts after the last entry of the one before (its cursor holds that entry's rating and player
 id): it is read from the board's index in order, so the first page of 100 reads about 100 index entries
-on a board of any size, and no entry is repeated or skipped because ratings moved in between. The ranks
-of a later page are counted at its first entry (one index range up to it).
+on a board of any size, and an entry is neither repeated nor skipped because others moved, entered or
+left in between (an offset would repeat or skip one each time). Only an entry whose own rating crossed
+the cursor's in between is shown where it now is: a second time, or not at all. The ranks of a later
+page are counted at its first entry (one index range up to it), on the board as it is then.
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ def choice(request: Request, name: str, choices: tuple[str, ...]) -> str:
 
 def encode_cursor(kind: str, *position: Any) -> str:
     """An opaque cursor: where the next page starts (a keyset position, never an offset), so that a page
-    neither repeats nor skips an entry while ratings change."""
+    neither repeats nor skips an entry because others changed (worker.api.boards says the one exception)."""
     return base64.urlsafe_b64encode(orjson.dumps([kind, *position])).decode().rstrip("=")
 
 
