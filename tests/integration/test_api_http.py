@@ -346,16 +346,18 @@ async def mended(base: str, within_s: float = 20.0) -> dict[str, int]:
 
 async def test_an_outage_is_a_503_and_serve_mends_without_a_restart(fed, tmp_path):
     """serve started while PostgreSQL can not be reached starts, answers 503 (with Retry-After) and says why on
-    /readyz, and answers 200 once it can; a later outage of the same process is a 503 again, mended again.
-    The fault: worker/dev/proxy.py between serve and PostgreSQL, cut (every connection reset, new ones
-    refused) and restored."""
+    /readyz, and answers 200 once it can; a later outage of the same process is a 503 again, mended again;
+    so is a database too slow to answer within API_DB_TIMEOUT_S. The fault: worker/dev/proxy.py between
+    serve and PostgreSQL, cut (every connection reset, new ones refused), slowed, and restored."""
     target = urllib.parse.urlsplit(fed.url)
     proxy = await TcpProxy(target.hostname, target.port).start()
     proxy.cut()
-    server = ApiServer(through(fed.url, proxy), tmp_path / "serve.log", {"SUPPORT_TOKEN": TOKEN})
+    server = ApiServer(through(fed.url, proxy), tmp_path / "serve.log",
+                       {"SUPPORT_TOKEN": TOKEN, "API_DB_TIMEOUT_S": "1"})
     await asyncio.to_thread(server.start)
     try:
         for phase in ("started while away", "lost while serving"):
+            proxy.cut()
             for path, response in (await answers(server.url)).items():
                 body = problem(response, 503, None)
                 assert response.headers["retry-after"].isdigit(), (phase, path)
@@ -369,8 +371,13 @@ async def test_an_outage_is_a_503_and_serve_mends_without_a_restart(fed, tmp_pat
             proxy.restore()
             assert await mended(server.url) == dict.fromkeys(ROUTES, 200), phase
             assert (await aget(f"{server.url}/readyz")).json() == {"status": "ready"}
-            assert server.proc.poll() is None  # the same process throughout
-            proxy.cut()
+        proxy.upstream_delay = 2.5  # each query held longer than the API waits (1 s, then 1 s more)
+        slow = await aget(server.url + ROUTES[0])
+        assert problem(slow, 503, None)["detail"].startswith("database: ") and slow.headers["retry-after"].isdigit()
+        assert proxy.delayed_chunks > 0
+        proxy.upstream_delay = 0
+        assert await mended(server.url) == dict.fromkeys(ROUTES, 200)
+        assert server.proc.poll() is None  # the same process throughout
     finally:
         await asyncio.to_thread(server.stop)
         await proxy.stop()
