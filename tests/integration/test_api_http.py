@@ -165,18 +165,18 @@ def test_fuzzed_requests_get_documented_answers(api, fed):
     schema = schemathesis.openapi.from_url(f"{api.url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     known = known_values(fed)
-    assert {o.path for o in operations} == set(known)
+    assert {o.path for o in operations} >= set(known)  # a route added later is fuzzed from the document alone
     failures, seen = {}, {}
     session = requests.Session()
     for operation in operations:
         for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
             try:
                 seen.setdefault(operation.path, set()).update(
-                    fuzz(operation, mode, known[operation.path], api.url, session))
+                    fuzz(operation, mode, known.get(operation.path, []), api.url, session))
             except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - all operations' failures, together
                 failures[f"{operation.label} ({mode})"] = str(exc)[:2000]
     assert not failures, "\n\n".join(f"{k}:\n{v}" for k, v in failures.items())
-    assert all({200, 400} <= statuses for statuses in seen.values()), seen
+    assert all({200, 400} <= seen[path] for path in known), seen
     log = api.log_path.read_text()
     assert "Traceback" not in log and "a bug" not in log, log[-3000:]
 
