@@ -54,7 +54,7 @@ def unavailable(exc: BaseException) -> str | None:
         return f"the database's schema is older than this rating-worker ({exc}): run `rating-worker migrate`"
     if isinstance(exc, asyncpg.PostgresError) and (exc.sqlstate or "")[:2] not in UNAVAILABLE:
         return None
-    if isinstance(exc, connection.ERRORS | connection.CannotConnect):
+    if isinstance(exc, connection.ERRORS):  # CannotConnect is a ConnectionError, an OSError
         return str(connection.describe(exc))
     return None
 
@@ -166,7 +166,7 @@ def _error(request: Request, exc: Exception) -> Response:
         logger.warning("a read failed: PostgreSQL is unavailable: %s", reason)
         return problem_response(Problem(503, f"database: {reason}", headers={"Retry-After": str(RETRY_AFTER_S)}),
                                 request)
-    logger.exception("a read failed (a bug): %s %s", request.method, request.url.path)
+    logger.error("a read failed (a bug): %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(Problem(500, "an internal error; it has been logged"), request)
 
 
@@ -207,7 +207,7 @@ def create_app(config: ServeConfig) -> Starlette:
                                      expose_headers=["ETag", "Retry-After"], max_age=600))
     # The database's failures are answered where problems are (a 503, logged in one line); an exception of
     # any other class is a bug, answered 500 by the handler of Exception, and logged with its traceback.
-    database = {kind: _error for kind in (*connection.ERRORS, connection.CannotConnect)}
+    database = {kind: _error for kind in connection.ERRORS}
     app = Starlette(routes=ROUTES, middleware=middleware, lifespan=lifespan, exception_handlers={
         Problem: _problem, HTTPException: _http_error, **database, Exception: _error})
     app.state.config, app.state.metrics = config, metrics_
