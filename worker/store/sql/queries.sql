@@ -496,15 +496,16 @@ SELECT player_id, system, reason FROM unrated_players WHERE source = $1 AND id =
 
 -- name: player_positions
 -- $1 player id, $2 the systems that publish ratings: where each of his ratings on a leaderboard stands
--- (absent: not on it): how many of that board rate higher, lower, and its size. The counts read the
--- board's index range (ratings_leaderboard), so they cost the size of the board.
-SELECT b.system, b.category,
-       (SELECT count(*) FROM leaderboard AS o
-        WHERE o.system = b.system AND o.category = b.category AND o.rating > b.rating) AS above,
-       (SELECT count(*) FROM leaderboard AS o
-        WHERE o.system = b.system AND o.category = b.category AND o.rating < b.rating) AS below,
-       (SELECT count(*) FROM leaderboard AS o WHERE o.system = b.system AND o.category = b.category) AS size
+-- (absent: not on it): how many of that board rate higher, lower, and its size. One pass over the board's
+-- index range (ratings_leaderboard) counts all three: it costs the size of the board, once.
+SELECT b.system, b.category, c.above, c.below, c.size
 FROM leaderboard AS b
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE o.rating > b.rating) AS above,
+           count(*) FILTER (WHERE o.rating < b.rating) AS below,
+           count(*) AS size
+    FROM leaderboard AS o
+    WHERE o.system = b.system AND o.category = b.category) AS c
 WHERE b.player_id = $1 AND b.system = ANY($2::text[]);
 
 -- name: leaderboard_page
