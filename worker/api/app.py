@@ -173,6 +173,7 @@ def _error(request: Request, exc: Exception) -> Response:
 ROUTES = [
     Route("/v1/players/{player_id}", players.player),
     Route("/v1/players/{player_id}/history/{system}/{category}", players.history),
+    Route("/v1/players/{player_id}/unrated", players.unrated),
     Route("/v1/leaderboards/{system}/{category}", boards.leaderboard),
     Route("/v1/messages", messages.message),
     Route("/v1/preview/{system}/{category}", messages.preview),

@@ -101,6 +101,21 @@ SCHEMAS: dict[str, Any] = {
             "next": {"type": ["string", "null"]},
         },
     },
+    "Unrated": {
+        "type": "object", "required": ["player_id", "items"],
+        "properties": {"player_id": ID, "items": {"type": "array", "items": {
+            "type": "object",
+            "required": ["source", "id", "type", "ref", "system", "reason", "explanation", "message_at"],
+            "properties": {
+                "source": {"type": "string"}, "id": {"type": "string"},
+                "type": {"type": "string", "description": "the message's CloudEvents type"},
+                "ref": {"type": ["string", "null"], "description": "its game, competition or puzzle id"},
+                "system": {"type": "string", "description": "the system that left him unchanged (fairplay: an "
+                                                            "account closure)"},
+                "reason": {"type": "string"}, "explanation": {"type": "string", "description": "the reason, "
+                                                                                               "in a sentence"},
+                "message_at": {**TIME_OR_NULL, "description": "the message's own time (finished_at, ...)"}}}}},
+    },
     "Message": {
         "type": "object", "required": ["status", "reason", "explanation", "changes", "left_out"],
         "properties": {
@@ -191,6 +206,11 @@ PATHS = {
         [PLAYER, *BOARD, _query("from", "changed_at at or after", AT), _query("to", "changed_at at or before", AT),
          _query("order", "asc (default) or desc", {"type": "string", "enum": ["asc", "desc"]}), LIMIT, CURSOR],
         _json(_ref("History"))),
+    "/v1/players/{player_id}/unrated": _get(
+        "The latest valid messages that changed none of the player's ratings, and why, newest first",
+        [PLAYER, _query("limit", "how many (default 20, at most 1000)", {"type": "integer", "minimum": 1,
+                                                                         "maximum": 1000})],
+        _json(_ref("Unrated"))),
     "/v1/leaderboards/{system}/{category}": _get(
         "The best established ratings, accounts closed for fair play left out; equal ratings share a rank",
         [*BOARD, LIMIT, CURSOR, _query("active_days", "only players whose last rated game is at most this many "

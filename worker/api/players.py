@@ -1,5 +1,6 @@
-"""`/v1/players/{player_id}` (every rating of a player, as the Account tab shows it) and
-`/v1/players/{player_id}/history/{system}/{category}` (one rating's `rating.changed` records, as published).
+"""`/v1/players/{player_id}` (every rating of a player, as the Account tab shows it),
+`/v1/players/{player_id}/history/{system}/{category}` (one rating's `rating.changed` records, as published)
+and `/v1/players/{player_id}/unrated` (the messages that changed none of his ratings, and why).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from worker.api.problems import (
 )
 from worker.api.responses import FRESH, json_response
 from worker.engine.preview import PREVIEWS, first_game_start
+from worker.ratings.reasons import explain
 from worker.ratings.registry import RATINGS, SYSTEMS
 from worker.ratings.state import RatingState, StateKey
 from worker.store.postgres import payload_of
 from worker.store.reads import OperatorReads
 
 LIMIT, MOST = 100, 1000  # a history page's default and largest size
+UNRATED_LIMIT = 20  # the unrated messages shown by default: the latest few answer "why did it not count?"
 NEWEST = 2**31 - 1  # above every version: a newest-first history starts below it
 
 
@@ -122,3 +125,19 @@ async def history(request: Request) -> Response:
     return json_response(request, {
         "items": items, "next": encode_cursor(f"history-{order}", items[-1]["version"]) if more else None,
     }, FRESH)
+
+
+async def unrated(request: Request) -> Response:
+    """The latest valid messages that changed none of his ratings, and why, newest first by their own time:
+    "why did my game not count?" (`rating-worker player --history` shows the same rows)."""
+    player_id = path_id(request, "player_id")
+    limit = integer(request, "limit", UNRATED_LIMIT, 1, MOST)
+    async with request.app.state.db.acquire() as conn:
+        reads = OperatorReads(conn)
+        rows = await reads.player_unrated(player_id, limit, None)
+        if not rows and await reads.player_account(player_id) is None:
+            raise Problem(404, f"player_id: no player {player_id!r} (never seen by the worker)", "player_id")
+    return json_response(request, {"player_id": player_id, "items": [{
+        "source": r["source"], "id": r["id"], "type": r["type"], "ref": r["ref"], "system": r["system"],
+        "reason": r["reason"], "explanation": explain(r["reason"]), "message_at": r["message_at"],
+    } for r in rows]}, FRESH)
