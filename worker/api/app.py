@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from worker.api import boards, messages, openapi, players
+from worker.api import boards, messages, openapi, pages, players
 from worker.api.problems import Problem, bad, problem_response
 from worker.api.responses import FRESH, STATIC, dumps
 from worker.config import ServeConfig
@@ -182,6 +182,7 @@ ROUTES = [
     Route("/healthz", healthz),
     Route("/readyz", readyz),
     Route("/metrics", metrics),
+    *pages.ROUTES,  # the pages a person looks at (/, /players/..., /leaderboards/..., /messages), built on these
 ]
 
 
