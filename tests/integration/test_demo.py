@@ -63,10 +63,13 @@ def test_demo_stops_everything_on_ctrl_c():
         if re.search(r"; [1-9]\d* messages processed", line):
             break
     head = "".join(lines)
-    # the read API runs beside the worker, and its printed URL answers with the leaderboard
-    api_url = re.search(r"read API: (http://127\.0\.0\.1:(\d+)/v1/leaderboards/csr/\w+)", head)
+    # the read API runs beside the worker: its printed URL is the leaderboard's page, whose JSON answers too
+    api_url = re.search(r"read API: (http://127\.0\.0\.1:(\d+))(/leaderboards/csr/\w+) \(its JSON: (\S+),", head)
     assert api_url, head
-    with urllib.request.urlopen(api_url[1], timeout=10) as answer:
+    with urllib.request.urlopen(api_url[1] + api_url[3], timeout=10) as answer:
+        assert answer.status == 200 and answer.headers.get_content_type() == "text/html"
+        assert b'src="/static/leaderboard.js"' in answer.read()
+    with urllib.request.urlopen(api_url[4], timeout=10) as answer:
         assert answer.status == 200 and "items" in orjson.loads(answer.read())
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)

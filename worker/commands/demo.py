@@ -226,8 +226,10 @@ async def _demo(args, console: Console, tty: bool, log_path: str, dead_letters: 
             cfg, started=worker_started, stop_event=worker_stop, metrics=metrics, install_signals=False))
         await asyncio.wait_for(worker_started.wait(), 120)
         api = await asyncio.to_thread(ApiServer(postgres.url, Path(log_path), {"LOG_LEVEL": "WARNING"}).start)
-        api_url = f"{api.url}/v1/leaderboards/csr/{CATEGORIES[1]}"
-        say(f"read API: {api_url} (all routes: {api.url}/openapi.json)", flush=True)
+        # the leaderboard's page: it follows the ratings as the demo's games are rated (worker.api.pages)
+        api_url = f"{api.url}/leaderboards/csr/{CATEGORIES[1]}"
+        say(f"read API: {api_url} (its JSON: {api.url}/v1/leaderboards/csr/{CATEGORIES[1]}, all routes: "
+            f"{api.url}/openapi.json)", flush=True)
         producer = kafka_clients.producer(cfg, linger_ms=5)  # the demo's game server
         await producer.start()
         pool = await asyncpg.create_pool(postgres.url, min_size=1, max_size=2)
@@ -294,7 +296,7 @@ def main(args: argparse.Namespace) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="everything local: PostgreSQL, broker, worker, a stream of games", description=(
         "Start an embedded PostgreSQL and Kafka-protocol broker on free loopback ports, migrate, run the worker "
-        "and the read API (rating-worker serve: its URL is printed and shown) and stream demo games (hundreds of players, all speeds, a few duplicates and bad messages). On a "
+        "and the read API (rating-worker serve: the URL of its leaderboard page is printed and shown) and stream demo games (hundreds of players, all speeds, a few duplicates and bad messages). On a "
         "terminal, one screen fitting it, refreshed in place: the stream's and the worker's rates, the consumer "
         "lag, the changes awaiting publication, the dead letters (the last one's reason), each CSR category's "
         "leaderboard (established ratings only) and the biggest provisional movers; the log goes to a file "

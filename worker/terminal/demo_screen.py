@@ -52,7 +52,7 @@ class Snapshot:
     dead_letters: int = 0
     last_dead_letter: str | None = None
     metrics_url: str = ""
-    api_url: str = ""  # the read API's leaderboard of the first category (rating-worker serve beside the worker)
+    api_url: str = ""  # the blitz leaderboard's page of the read API (rating-worker serve beside the worker)
     log_path: str = ""
     boards: dict[str, list[Entry]] = field(default_factory=dict)  # category -> established, best first
     movers: list[Mover] = field(default_factory=list)
