@@ -251,13 +251,21 @@ async def _processed(url: str) -> int:
         await conn.close()
 
 
+async def _at_rate(server: ApiServer, paths: list[str], measured: bool = True) -> Load:
+    """One route at RATE requests/s for SECONDS (`measured`), or for WARM_S before it: a route the API can
+    not answer at that rate leaves up to RATE_CONNECTIONS requests in it when wrk stops, which the next run's
+    first second would wait for."""
+    return await wrk(server.url, paths, SECONDS if measured else WARM_S, RATE_CONNECTIONS, RATE,
+                     pids=(server.proc.pid,))
+
+
 async def paced(server: ApiServer, url: str, requests: api_data.Requests, log: Path) -> list[Paced]:
     """Each route at RATE requests/s with nothing else running, then again with a worker rating GAMES_RATE
     games/s into the same database (its own broker; the games produced at that rate from this process)."""
     idle = {}
     for route in ROUTES:
-        idle[route] = await wrk(server.url, [p for p, _ in requests[route]], SECONDS, RATE_CONNECTIONS, RATE,
-                                pids=(server.proc.pid,))
+        await _at_rate(server, [p for p, _ in requests[route]], measured=False)
+        idle[route] = await _at_rate(server, [p for p, _ in requests[route]])
         print(f"  at {RATE}/s, idle: {route}: {idle[route].brief()}", flush=True)
     broker = dev.broker_from_env_or_start()
     tag = "api-busy"
@@ -265,7 +273,7 @@ async def paced(server: ApiServer, url: str, requests: api_data.Requests, log: P
     worker = start_worker(worker_env(url, broker.bootstrap_servers, tag, kafka_fetch_max_wait_ms=100), log)
     producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False, linger_ms=5)
     await producer.start()
-    needed = int(GAMES_RATE * (len(ROUTES) * (SECONDS + 3) + 60))
+    needed = int(GAMES_RATE * (len(ROUTES) * (SECONDS + WARM_S + 32) + 120))
     values = api_data.busy_games(needed, RATED, GAMES)
     out = []
     produced = [0]
@@ -280,20 +288,26 @@ async def paced(server: ApiServer, url: str, requests: api_data.Requests, log: P
             produced[0] = i + 1
         raise RuntimeError(f"the {len(values):,} games for the busy runs ran out")
 
+    async def caught_up(seconds: float) -> None:
+        """Until the worker is less than a second behind the games produced (at most `seconds`): else it rates
+        a backlog at its full speed in the next run (the one left by its start, or by a route that starved it)."""
+        deadline = time.monotonic() + seconds
+        while produced[0] < GAMES_RATE * 5 or produced[0] - (await _processed(url) - base) > GAMES_RATE:
+            if worker.poll() is not None or producing.done():
+                raise RuntimeError(f"the worker or its producer stopped, see {log}")
+            if time.monotonic() > deadline:
+                return
+            await asyncio.sleep(0.5)
+
     producing = asyncio.create_task(produce())
     try:
         base = await _processed(url)
-        deadline = time.monotonic() + 120
-        # Measured once the worker has caught up with what was produced while it joined its group (less
-        # than a second behind): else it rates that backlog at its full speed in the first route's run.
-        while produced[0] < GAMES_RATE * 5 or produced[0] - (await _processed(url) - base) > GAMES_RATE:
-            if worker.poll() is not None or time.monotonic() > deadline or producing.done():
-                raise RuntimeError(f"the worker did not keep up with {GAMES_RATE:,} games/s, see {log}")
-            await asyncio.sleep(0.5)
+        await caught_up(120)
         for route in ROUTES:
+            await caught_up(30)
+            await _at_rate(server, [p for p, _ in requests[route]], measured=False)
             before, t = await _processed(url), time.perf_counter()
-            busy = await wrk(server.url, [p for p, _ in requests[route]], SECONDS, RATE_CONNECTIONS, RATE,
-                             pids=(server.proc.pid,))
+            busy = await _at_rate(server, [p for p, _ in requests[route]])
             games = (await _processed(url) - before) / (time.perf_counter() - t)
             out.append(Paced(route, idle[route], busy, games))
             print(f"  at {RATE}/s, worker rating {games:,.0f} games/s: {route}: {busy.brief()}", flush=True)
