@@ -140,7 +140,7 @@ async def _player(conn, args) -> None:
     reads = OperatorReads(conn)
     await reads.player_account(args[0])
     if await reads.player_ratings(args[0], SYSTEMS):
-        await reads.player_positions(args[0], SYSTEMS)
+        await reads.player_boards(args[0], SYSTEMS)  # the ranks come from boards held in memory (standings)
 
 
 async def _board(conn, args) -> None:
@@ -149,10 +149,7 @@ async def _board(conn, args) -> None:
 
 async def _board_page(conn, args) -> None:
     system, category, rating, player_id = args
-    reads = OperatorReads(conn)
-    rows = await reads.leaderboard_page(system, category, 101, (rating, player_id), None)
-    if rows:
-        await reads.leaderboard_ahead(system, category, rows[0]["rating"], rows[0]["player_id"], None)
+    await OperatorReads(conn).leaderboard_page(system, category, 101, (rating, player_id), None)
 
 
 async def _history(conn, args) -> None:

@@ -204,8 +204,11 @@ async def requests(url: str, n: int, seed: float = 0.17) -> Requests:
         players = await conn.fetch("SELECT player_id FROM players ORDER BY random() LIMIT $1", n)
         ratings = await conn.fetch("SELECT player_id, category FROM ratings WHERE system = 'csr' "
                                    "ORDER BY random() LIMIT $1", n)
-        entries = await conn.fetch("SELECT rating, player_id FROM leaderboard WHERE system = 'csr' AND "
-                                   "category = 'blitz' ORDER BY random() LIMIT $1", n)
+        # with the rank and position a cursor carries (what the pages before it numbered)
+        entries = await conn.fetch(
+            "SELECT * FROM (SELECT rating, player_id, rank() OVER (ORDER BY rating DESC) AS rank, "
+            "row_number() OVER (ORDER BY rating DESC, player_id) AS position FROM leaderboard "
+            "WHERE system = 'csr' AND category = 'blitz') AS board ORDER BY random() LIMIT $1", n)
         pairs = await conn.fetch("""
             SELECT r.player_id FROM ratings AS r JOIN players AS p USING (player_id)
             WHERE r.system = 'csr' AND r.category = 'blitz' AND p.closed_reason IS NULL
@@ -217,7 +220,7 @@ async def requests(url: str, n: int, seed: float = 0.17) -> Requests:
         "player": [(f"/v1/players/{r['player_id']}", (r["player_id"],)) for r in players],
         "board": [(f"/v1/leaderboards/csr/{c}?limit=100", ("csr", c)) for c in ("blitz", "rapid")],
         "board_page": [(f"/v1/leaderboards/csr/blitz?limit=100&cursor="
-                        f"{encode_cursor('board', e['rating'], e['player_id'])}",
+                        f"{encode_cursor('board', e['rating'], e['player_id'], e['rank'], e['position'])}",
                         ("csr", "blitz", e["rating"], e["player_id"])) for e in entries],
         "history": [(f"/v1/players/{r['player_id']}/history/csr/{r['category']}",
                      (r["player_id"], "csr", r["category"])) for r in ratings],

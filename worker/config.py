@@ -97,6 +97,7 @@ class ServeConfig:
     api_port: int = 8080
     api_db_pool_size: int = 10
     api_db_timeout_s: float = 5.0
+    api_ranks_max_age_s: float = 10.0
     api_cors_origins: tuple[str, ...] = ()
     support_token: str = ""
     log_level: str = "INFO"
@@ -158,6 +159,9 @@ HELP = {
     "api_port": "port of the read API (/v1/..., /openapi.json, /healthz, /readyz, /metrics)",
     "api_db_pool_size": "PostgreSQL connections of one read API process (its requests in PostgreSQL at once)",
     "api_db_timeout_s": "a read taking longer fails with 503 and Retry-After (PostgreSQL cancels it)",
+    "api_ranks_max_age_s": "how old the leaderboard a player's rank and percentile are placed on may be: each process "
+                           "holds every board asked for in memory and reads it again at most this often (0: for "
+                           "every request, exact, at the price of reading the whole board each time)",
     "api_cors_origins": "comma-separated origins whose pages may call the API from a browser (CORS), or * for "
                         "any; default: none (same origin only)",
     "support_token": "when set, `/v1/messages` (what became of a message) needs `Authorization: Bearer` this "
@@ -257,6 +261,8 @@ def load_serve(args: argparse.Namespace | None = None, env: dict[str, str] | Non
         raise ConfigError(f"API_DB_POOL_SIZE={c.api_db_pool_size}: must be at least 1")
     if not (math.isfinite(c.api_db_timeout_s) and c.api_db_timeout_s > 0):
         raise ConfigError(f"API_DB_TIMEOUT_S={c.api_db_timeout_s}: must be positive")
+    if not (math.isfinite(c.api_ranks_max_age_s) and c.api_ranks_max_age_s >= 0):
+        raise ConfigError(f"API_RANKS_MAX_AGE_S={c.api_ranks_max_age_s}: must be 0 or more")
     for origin in c.api_cors_origins:
         parts = urlparse(origin)
         if origin != "*" and (parts.scheme not in ("http", "https") or not parts.netloc or parts.path):

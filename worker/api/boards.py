@@ -2,12 +2,14 @@
 shows them (the same view: each system's established rule, accounts closed for fair play left out,
 competition ranks ordered by player id), a page at a time.
 
-A page starts after the last entry of the one before (its cursor holds that entry's rating and player
-id): it is read from the board's index in order, so the first page of 100 reads about 100 index entries
-on a board of any size, and an entry is neither repeated nor skipped because others moved, entered or
-left in between (an offset would repeat or skip one each time). Only an entry whose own rating crossed
-the cursor's in between is shown where it now is: a second time, or not at all. The ranks of a later
-page are counted at its first entry (one index range up to it), on the board as it is then.
+A page starts after the last entry of the one before: its cursor holds that entry's rating, player id,
+rank and position. It is read from the board's index in order, so a page of 100 reads about 100 index
+entries wherever it is on a board of any size, and an entry is neither repeated nor skipped because
+others moved, entered or left in between (an offset would repeat or skip one each time). Only an entry
+whose own rating crossed the cursor's in between is shown where it now is: a second time, or not at all.
+A later page's ranks go on from the cursor's, as the pages before it numbered the board: counting every
+entry above a page cost what its position is (18 ms in the middle of a board of 280,000, over a second at
+p99 with a worker writing beside it: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from worker.api.problems import board, decode_cursor, encode_cursor, integer, positive
+from worker.api.problems import bad, board, decode_cursor, encode_cursor, integer, positive
 from worker.api.responses import BOARD, json_response
 from worker.store.reads import OperatorReads, ranks
 
@@ -31,22 +33,21 @@ async def leaderboard(request: Request) -> Response:
     system, category = board(request.path_params["system"], request.path_params["category"])
     limit = integer(request, "limit", LIMIT, 1, MOST)
     days = positive(request, "active_days")
-    cursor = decode_cursor(request, "board", (int | float, str))
+    cursor = decode_cursor(request, "board", (int | float, str, int, int))
+    if cursor is not None and not 1 <= cursor[2] <= cursor[3]:
+        raise bad("cursor", "not a cursor of this list: use the `next` of a previous page as it is")
     since = None if days is None else time.time() - days * DAY_S
-    async with request.app.state.db.acquire() as conn:
-        reads = OperatorReads(conn)
-        rows = await reads.leaderboard_page(system, category, limit + 1, tuple(cursor or FIRST), since)
-        more, rows = len(rows) > limit, rows[:limit]
-        above = position = 0
-        if cursor is not None and rows:
-            ahead = await reads.leaderboard_ahead(system, category, rows[0]["rating"], rows[0]["player_id"], since)
-            above, position = ahead["above"], ahead["above"] + ahead["tied_before"]
-    ratings = [r["rating"] for r in rows]
+    rows = await OperatorReads(request.app.state.db).leaderboard_page(
+        system, category, limit + 1, (cursor[0], cursor[1]) if cursor else FIRST, since)
+    more, rows = len(rows) > limit, rows[:limit]
+    before = (cursor[0], cursor[2], cursor[3]) if cursor else None
     items = [{"rank": rank, "player_id": r["player_id"], "rating": r["rating"], "rd": r["rd"], "games": r["games"],
-              "last_played_at": r["last_played_at"]} for rank, r in zip(ranks(ratings, above, position), rows, strict=True)]
-    last = rows[-1] if rows else None
+              "last_played_at": r["last_played_at"]}
+             for rank, r in zip(ranks([r["rating"] for r in rows], before), rows, strict=True)]
+    position = (cursor[3] if cursor else 0) + len(items)
+    last = items[-1] if more else None
     return json_response(request, {
         "system": system, "category": category, "active_days": days, "items": items,
-        "next": encode_cursor("board", last["rating"], last["player_id"]) if more and last is not None else None,
+        "next": encode_cursor("board", last["rating"], last["player_id"], last["rank"], position) if last else None,
     }, BOARD)
 

@@ -41,12 +41,10 @@ def _value(v: Any) -> Any:
     return orjson.loads(v) if isinstance(v, str | bytes) else v
 
 
-def _entry(r: Mapping, position: Mapping | None) -> dict[str, Any]:
-    """One stored rating as published (the latest change's shown rating, provisional mark and floor)."""
-    rank = percentile = None
-    if position is not None:
-        rank = position["above"] + 1
-        percentile = round(100.0 * position["below"] / position["size"], 2)
+def _entry(r: Mapping, place: tuple[int, float] | None) -> dict[str, Any]:
+    """One stored rating as published (the latest change's shown rating, provisional mark and floor), with
+    its rank and percentile on its leaderboard (worker.api.standings) when it stands on it."""
+    rank, percentile = place or (None, None)
     return {
         "system": r["system"], "category": r["category"],
         "rating": _value(r["shown"]) if r["version"] else r["rating"],
@@ -87,14 +85,16 @@ async def player(request: Request) -> Response:
         reads = OperatorReads(conn)
         account = await reads.player_account(player_id)
         rows = await reads.player_ratings(player_id, systems)
-        positions = {(p["system"], p["category"]): p for p in await reads.player_positions(player_id, systems)} \
-            if rows else {}
+        boards = await reads.player_boards(player_id, systems) if rows else []
     if account is None and not rows:
         raise Problem(404, f"player_id: no player {player_id!r} (never seen by the worker)", "player_id")
     stored = {StateKey(player_id, r["system"], r["category"]): RatingState(
         r["rating"], r["rd"], r["volatility"], r["games"], r["peak"], r["last_at_s"], r["version"], r["extra"])
         for r in rows}
-    ratings = [_entry(r, positions.get((r["system"], r["category"]))) for r in rows] + _starts(player_id, stored)
+    standings = request.app.state.standings
+    places = {(b["system"], b["category"]): await standings.place(b["system"], b["category"], b["rating"])
+              for b in boards}
+    ratings = [_entry(r, places.get((r["system"], r["category"]))) for r in rows] + _starts(player_id, stored)
     ratings.sort(key=lambda e: (e["system"], RATINGS[e["system"]].index(e["category"])))
     closed = account is not None and account["closed_reason"] == "fair_play"
     return json_response(request, {

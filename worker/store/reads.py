@@ -20,16 +20,17 @@ from worker.store.queries import QUERIES
 PREFETCH = 2000
 
 
-def ranks(ratings: Sequence[float], above: int = 0, position: int = 0) -> list[int]:
+def ranks(ratings: Sequence[float], before: tuple[float, int, int] | None = None) -> list[int]:
     """Competition ranks of a page of ratings in descending order: equal ratings share a rank, and the next
-    one skips as many (1, 2, 2, 4), so that a rank says how many are above. A later page gives how many
-    entries rate higher than its first (`above`) and how many come before it (`position`)."""
+    one skips as many (1, 2, 2, 4), so that a rank says how many are above. A later page continues from
+    the entry `before` it: its (rating, rank, position from 1)."""
+    previous, rank, position = before or (None, 0, 0)
     out: list[int] = []
     for i, rating in enumerate(ratings):
-        if i and rating == ratings[i - 1]:
-            out.append(out[-1])
-        else:
-            out.append(above + 1 if rating == ratings[0] else position + i + 1)
+        if rating != previous:
+            rank = position + i + 1
+        out.append(rank)
+        previous = rating
     return out
 
 
@@ -104,9 +105,13 @@ class OperatorReads:
 
     # The read API's own (worker.api)
 
-    async def player_positions(self, player_id: str, systems: Sequence[str]):
-        """Where each of his ratings on a leaderboard stands: above, below, and the board's size."""
-        return await self.db.fetch(QUERIES["player_positions"], player_id, list(systems))
+    async def player_boards(self, player_id: str, systems: Sequence[str]):
+        """His ratings that stand on their leaderboards: system, category, rating."""
+        return await self.db.fetch(QUERIES["player_boards"], player_id, list(systems))
+
+    async def board_ratings(self, system: str, category: str) -> list[float]:
+        """Every rating on a leaderboard, lowest first."""
+        return [r[0] for r in await self.db.fetch(QUERIES["board_ratings"], system, category)]
 
     async def leaderboard_page(self, system: str, category: str, limit: int, after: tuple[float, str],
                                active_since: float | None):
@@ -115,12 +120,6 @@ class OperatorReads:
             return await self.db.fetch(QUERIES["leaderboard_page"], system, category, limit, *after)
         return await self.db.fetch(QUERIES["leaderboard_page_active"], system, category, limit, *after,
                                    active_since)
-
-    async def leaderboard_ahead(self, system: str, category: str, rating: float, player_id: str,
-                                active_since: float | None):
-        """How many entries rate higher than (rating, player id), and how many tie with it but come first."""
-        return await self.db.fetchrow(QUERIES["leaderboard_ahead"], system, category, rating, player_id,
-                                      active_since)
 
     async def rating_history(self, player_id: str, system: str, category: str, after_version: int,
                              since: datetime | None, until: datetime | None, limit: int, newest_first: bool):
@@ -136,6 +135,10 @@ class OperatorReads:
         if ref is not None:
             return await self.db.fetch(QUERIES["message_records_by_ref"], source, message_id, ref)
         return await self.db.fetch(QUERIES["message_records_by_cause"], source, message_id)
+
+    async def messages_with_ref(self, ref: str):
+        """The (cause_source, cause_id) of the messages whose rating changes carry this ref, at most two."""
+        return await self.db.fetch(QUERIES["messages_with_ref"], ref)
 
     async def fide_list_applied(self, month: str) -> bool:
         """Whether the worker has applied FIDE's list of that month (its rating.period_closed)."""

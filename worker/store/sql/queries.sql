@@ -494,19 +494,15 @@ SELECT player_id, system, reason FROM unrated_players WHERE source = $1 AND id =
 
 -- The read API's own (worker.api; the answers above serve it too)
 
--- name: player_positions
--- $1 player id, $2 the systems that publish ratings: where each of his ratings on a leaderboard stands
--- (absent: not on it): how many of that board rate higher, lower, and its size. One pass over the board's
--- index range (ratings_leaderboard) counts all three: it costs the size of the board, once.
-SELECT b.system, b.category, c.above, c.below, c.size
-FROM leaderboard AS b
-CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE o.rating > b.rating) AS above,
-           count(*) FILTER (WHERE o.rating < b.rating) AS below,
-           count(*) AS size
-    FROM leaderboard AS o
-    WHERE o.system = b.system AND o.category = b.category) AS c
-WHERE b.player_id = $1 AND b.system = ANY($2::text[]);
+-- name: player_boards
+-- $1 player id, $2 the systems that publish ratings: his ratings that stand on their leaderboards (the
+-- view's rule, accounts closed for fair play left out), by the ratings' primary key.
+SELECT system, category, rating FROM leaderboard WHERE player_id = $1 AND system = ANY($2::text[]);
+
+-- name: board_ratings
+-- $1 system, $2 category: every rating on the board, lowest first (worker.api.standings places a rating
+-- among them by bisection; read at most every few seconds, not per request).
+SELECT rating FROM leaderboard WHERE system = $1 AND category = $2 ORDER BY rating;
 
 -- name: leaderboard_page
 -- $1 system, $2 category, $3 how many, $4 rating and $5 player id of the entry before the page (first
@@ -525,14 +521,6 @@ FROM leaderboard
 WHERE system = $1 AND category = $2 AND rating <= $4 AND (rating < $4 OR player_id > $5) AND last_at >= $6
 ORDER BY rating DESC, player_id
 LIMIT $3;
-
--- name: leaderboard_ahead
--- $1 system, $2 category, $3 rating, $4 player id, $5 epoch seconds or null (every player): how many
--- entries rate higher, and how many rate the same but come first by player id (a later page's ranks).
-SELECT count(*) FILTER (WHERE rating > $3) AS above,
-       count(*) FILTER (WHERE rating = $3 AND player_id < $4) AS tied_before
-FROM leaderboard
-WHERE system = $1 AND category = $2 AND rating >= $3 AND ($5::float8 IS NULL OR last_at >= $5);
 
 -- name: rating_history
 -- $1 player id, $2 system, $3 category, $4 the version after which to start, $5 and $6 the cause's time
@@ -589,6 +577,11 @@ SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version
 FROM rating_changes AS r
 WHERE r.cause_source = $1 AND r.cause_id = $2
 ORDER BY r.player_id, r.system, r.category, r.version;
+
+-- name: messages_with_ref
+-- $1 a ref (game, competition or puzzle id): the messages whose rating changes carry it (index
+-- rating_changes_cause_ref), at most two (one is the answer, two say it is ambiguous).
+SELECT DISTINCT cause_source, cause_id FROM rating_changes WHERE cause_ref = $1 LIMIT 2;
 
 -- name: fide_list_applied
 -- $1 list month (YYYY-MM): whether its rating.period_closed changed a FIDE rating (index
