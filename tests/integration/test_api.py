@@ -46,6 +46,7 @@ from worker.ratings.registry import RATINGS
 from worker.store.postgres import PostgresStore
 
 TOKEN = "s3cret-support-token"
+SLASHED = ("club/anna", "club/ben")
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -78,12 +79,19 @@ def q(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
+def slashed_games() -> list[bytes]:
+    """Three games between players whose ids hold a "/" (the contract allows it; a path carries it as %2F),
+    each taking White in turn."""
+    return [orjson.dumps(game_event(i, *(SLASHED if i % 2 == 0 else SLASHED[::-1]), "1-0",
+                                    datetime(2027, 4, 1, 12, i, tzinfo=UTC), source="/slashed")) for i in range(3)]
+
+
 @pytest.fixture(scope="module")
 async def fed(postgres, template_db, broker):
     """Every message type through the worker: the database, and every published record's data in order."""
     url = await new_database(postgres, template_db)
     topics = await make_topics(broker)
-    lines = every_type()
+    lines = every_type() + slashed_games()
     await produce(broker.bootstrap_servers, topics.input, lines)
     valid = set()
     for line in lines:
@@ -269,3 +277,54 @@ def test_fide_list_is_the_newest_list_as_published(fed, api):
                for row in rows)
     status, headers, body = get(f"{api}/v1/fide/lists/2099-01")
     assert status == 404 and headers["content-type"] == "application/problem+json"
+
+
+def test_a_message_by_its_game_id(fed, api):
+    """A game id alone finds the message that rated it (through the history's cause_ref index); one no
+    rating change carries is a 404 problem naming ref."""
+    _, published = fed
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    causes: dict[str, set] = defaultdict(set)
+    for r in published:
+        if r["cause"]["ref"] is not None:
+            causes[r["cause"]["ref"]].add((r["cause"]["source"], r["cause"]["id"]))
+    ref, ((source, message_id),) = next((ref, c) for ref, c in causes.items() if len(c) == 1 and ref.startswith("g"))
+    by_ref = get_json(f"{api}/v1/messages?ref={q(ref)}", auth)
+    assert by_ref == get_json(f"{api}/v1/messages?source={q(source)}&id={q(message_id)}", auth)
+    assert by_ref["changes"] and all(c["cause"]["ref"] == ref for c in by_ref["changes"])
+    status, headers, body = get(f"{api}/v1/messages?ref=no-such-game", auth)
+    assert status == 404 and orjson.loads(body)["parameter"] == "ref"
+
+
+def test_a_player_id_with_a_slash(fed, api):
+    _, published = fed
+    mine = [r for r in published if r["player_id"] == SLASHED[0]]
+    assert mine
+    player = get_json(f"{api}/v1/players/{q(SLASHED[0])}")
+    assert player["player_id"] == SLASHED[0]
+    rated = {(r["system"], r["category"]) for r in mine}
+    assert {(e["system"], e["category"]) for e in player["ratings"] if not e["start"]} == rated
+    system, category = next(iter(rated))
+    history = get_json(f"{api}/v1/players/{q(SLASHED[0])}/history/{system}/{category}")
+    assert history["items"] == sorted((r for r in mine if (r["system"], r["category"]) == (system, category)),
+                                      key=lambda r: r["version"])
+    assert get_json(f"{api}/v1/players/{q(SLASHED[0])}/unrated")["items"] == []
+
+
+def test_a_players_rank_and_percentile_are_his_place_on_the_board(fed, api):
+    """Each rating on a board: the player route gives the board's rank, and the share (in %) of the board
+    rated lower; a rating not on a board has neither."""
+    on_board = set()
+    for system, categories in RATINGS.items():
+        for category in categories:
+            board = every_page(f"{api}/v1/leaderboards/{system}/{category}?limit=1000")
+            ratings = [e["rating"] for e in board]
+            for entry in board[:: max(1, len(board) // 15)]:
+                shown = next(r for r in get_json(f"{api}/v1/players/{q(entry['player_id'])}")["ratings"]
+                             if (r["system"], r["category"]) == (system, category))
+                lower = sum(1 for r in ratings if r < entry["rating"])
+                assert (shown["rank"], shown["percentile"]) == (entry["rank"], round(100 * lower / len(ratings), 2))
+                on_board.add((entry["player_id"], system, category))
+    assert len(on_board) > 20
+    player = get_json(f"{api}/v1/players/{q(SLASHED[0])}")  # three games: provisional, on no board
+    assert all(r["rank"] is None and r["percentile"] is None for r in player["ratings"])

@@ -91,7 +91,8 @@ async def site(postgres, template_db, tmp_path_factory):
     url = await new_database(postgres, template_db)
     await replay_into(url, every_type() + hostile_stream())
     log = tmp_path_factory.mktemp("pages") / "serve.log"
-    with ApiServer(url, log, {"SUPPORT_TOKEN": TOKEN, "LOG_LEVEL": "WARNING"}) as server:
+    # ranks placed on the board as it is at each request: a page and the API asked a moment apart agree
+    with ApiServer(url, log, {"SUPPORT_TOKEN": TOKEN, "LOG_LEVEL": "WARNING", "API_RANKS_MAX_AGE_S": "0"}) as server:
         yield Site(server.url, url)
 
 
@@ -399,6 +400,16 @@ async def test_a_message_page_from_a_player_with_the_support_token(site, browser
             [c["player_id"], rating_name(c["system"], c["category"]), whole(c["before"]["rating"]),
              whole(c["after"]["rating"]), signed(c["delta"]), str(c["version"])] for c in message["changes"]]
         assert await cells(page, "#left-out") == [["Nobody."]]
+        # pasted as a game id alone: the same message
+        await page.fill("#source", "")
+        await page.fill("#id", "")
+        await page.fill("#ref", ref)
+        await page.get_by_role("button", name="Look up").click()
+        await page.wait_for_function("document.location.search.startsWith('?ref=')")
+        await page.wait_for_selector("#result:not([hidden])")
+        assert await page.text_content("#outcome") == f"Applied: it changed {len(message['changes'])} ratings."
+        facts = await page.eval_on_selector_all("#facts dd", "dds => dds.map(d => d.textContent)")
+        assert facts[:2] == [query["source"][0], query["id"][0]]
 
 
 PAGES = {"index": "/", "leaderboard": "/leaderboards/csr/blitz", "player": "/players/p003",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 
 import asyncpg
@@ -31,6 +32,7 @@ from starlette.routing import Route
 from worker.api import boards, messages, openapi, pages, players
 from worker.api.problems import Problem, bad, problem_response
 from worker.api.responses import FRESH, STATIC, dumps
+from worker.api.standings import Standings
 from worker.config import ServeConfig
 from worker.store import connection
 from worker.store.postgres import init_connection
@@ -72,6 +74,9 @@ class Metrics:
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5))
 
 
+CONVERTOR = re.compile(r":\w+}")  # "{player_id:path}" is labelled "{player_id}", as the document names it
+
+
 class Measured:
     """ASGI middleware: each request counted and timed under its route's path template (`scope["route"]`),
     never its raw path (a player id per label would grow without bound)."""
@@ -95,7 +100,7 @@ class Measured:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
+            route = CONVERTOR.sub("}", getattr(scope.get("route"), "path", "unmatched"))
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - start)
 
@@ -171,9 +176,11 @@ def _error(request: Request, exc: Exception) -> Response:
 
 
 ROUTES = [
-    Route("/v1/players/{player_id}", players.player),
-    Route("/v1/players/{player_id}/history/{system}/{category}", players.history),
-    Route("/v1/players/{player_id}/unrated", players.unrated),
+    # A player id may hold a "/" (sent as %2F, which the server decodes before routing): the id is the rest
+    # of the path, the routes that end with more tried first.
+    Route("/v1/players/{player_id:path}/history/{system}/{category}", players.history),
+    Route("/v1/players/{player_id:path}/unrated", players.unrated),
+    Route("/v1/players/{player_id:path}", players.player),
     Route("/v1/leaderboards/{system}/{category}", boards.leaderboard),
     Route("/v1/messages", messages.message),
     Route("/v1/preview/{system}/{category}", messages.preview),
@@ -205,6 +212,7 @@ def create_app(config: ServeConfig) -> Starlette:
             server_settings={"application_name": "rating-worker-api", "jit": "off",
                              "default_transaction_read_only": "on",
                              "statement_timeout": str(int(config.api_db_timeout_s * 1000))})
+        app.state.standings = Standings(app.state.db, config.api_ranks_max_age_s)
         try:
             yield
         finally:
@@ -220,5 +228,8 @@ def create_app(config: ServeConfig) -> Starlette:
     database = {kind: _error for kind in connection.ERRORS}
     app = Starlette(routes=ROUTES, middleware=middleware, lifespan=lifespan, exception_handlers={
         Problem: _problem, HTTPException: _http_error, **database, Exception: _error})
+    # No redirect from a path to the same with a "/" added: /v1/players would lead to the player route of
+    # an empty id; a path not served is a 404 problem.
+    app.router.redirect_slashes = False
     app.state.config, app.state.metrics = config, metrics_
     return app

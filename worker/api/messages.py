@@ -35,10 +35,14 @@ def check_token(request: Request) -> None:
 
 async def message(request: Request) -> Response:
     check_token(request)
-    source = query_id(request, "source")
-    message_id = query_id(request, "id")
+    by_ref = "ref" in request.query_params and not ("source" in request.query_params or "id" in request.query_params)
+    ref = query_id(request, "ref") if by_ref else None
+    source = None if by_ref else query_id(request, "source")
+    message_id = None if by_ref else query_id(request, "id")
     async with request.app.state.db.acquire() as conn:
         reads = OperatorReads(conn)
+        if ref is not None:
+            source, message_id = await _by_ref(reads, ref)
         row = await reads.message_processed(source, message_id)
         records, left_out = [], []
         if row is not None:
@@ -57,6 +61,20 @@ async def message(request: Request) -> Response:
         "left_out": [{"player_id": x["player_id"], "system": x["system"], "reason": x["reason"],
                       "explanation": explain(x["reason"])} for x in left_out],
     }, PRIVATE)
+
+
+async def _by_ref(reads: OperatorReads, ref: str) -> tuple[str, str]:
+    """The one message whose rating changes carry this ref (a game, competition or puzzle id): found through
+    the history's cause_ref index, so only a message that changed a rating; one that changed none (a casual
+    game) is asked for by its source and id."""
+    found = await reads.messages_with_ref(ref)
+    if not found:
+        raise Problem(404, "ref: no message with this ref changed a rating: a message that changed none (a casual "
+                           "game, a guest) is found by its source and id", "ref")
+    if len(found) > 1:
+        raise Problem(400, f"ref: {len(found)} messages have this ref (from several sources): give source and id",
+                      "ref")
+    return found[0]["cause_source"], found[0]["cause_id"]
 
 
 async def preview(request: Request) -> Response:

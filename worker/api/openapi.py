@@ -218,9 +218,11 @@ PATHS = {
         _json(_ref("Leaderboard"))),
     "/v1/messages": _get(
         "What became of a message: applied (its changes), unrated and why, or unknown; who it left out and why",
-        [_query("source", "the message's CloudEvents source", {"type": "string", "minLength": 1, "maxLength": 128},
-                True),
-         _query("id", "the message's CloudEvents id", ID, True)],
+        [_query("source", "the message's CloudEvents source (with id)",
+                {"type": "string", "minLength": 1, "maxLength": 128}),
+         _query("id", "the message's CloudEvents id (with source)", ID),
+         _query("ref", "instead of source and id: the game, competition or puzzle id of a message that changed a "
+                       "rating (404 for one that changed none: ask by source and id)", ID)],
         _json(_ref("Message")), {"401": _problem("the support token is configured and was not given", {
             "WWW-Authenticate": _header("the challenge: Bearer (RFC 6750)")})}, security=[{"support": []}]),
     "/v1/preview/{system}/{category}": _get(

@@ -97,7 +97,7 @@ class Static(StaticFiles):
 
 ROUTES = [
     Route("/", index),
-    Route("/players/{player_id}", player),
+    Route("/players/{player_id:path}", player),  # an id may hold a "/" (worker.api.app.ROUTES)
     Route("/leaderboards/{system}/{category}", leaderboard),
     Route("/messages", message),
     Mount("/static", Static(directory=STATIC), name="static"),

@@ -48,12 +48,17 @@ function show(message) {
   document.getElementById("result").hidden = false;
 }
 
-async function lookup(source, id) {
+// The question asked: {source, id}, or {ref} (a game, competition or puzzle id) when source and id are empty
+function question(source, id, ref) {
+  return source || id ? {source, id} : {ref};
+}
+
+async function lookup(asking) {
   const token = sessionStorage.getItem(TOKEN);
   status.replaceChildren("Looking it up…");
   document.getElementById("result").hidden = true;
   try {
-    show(await getJson(`/v1/messages?${new URLSearchParams({source, id})}`,
+    show(await getJson(`/v1/messages?${new URLSearchParams(asking)}`,
                        token ? {Authorization: `Bearer ${token}`} : {}));
     status.replaceChildren();
   } catch (error) {
@@ -68,16 +73,19 @@ wireSearch();
 const asked = new URLSearchParams(window.location.search);
 form.elements.source.value = asked.get("source") ?? "";
 form.elements.id.value = asked.get("id") ?? "";
+form.elements.ref.value = asked.get("ref") ?? "";
 form.elements.token.value = sessionStorage.getItem(TOKEN) ?? "";
 form.addEventListener("submit", (event) => {
   event.preventDefault();
   const token = form.elements.token.value.trim();
   if (token) sessionStorage.setItem(TOKEN, token);
   else sessionStorage.removeItem(TOKEN);
-  const source = form.elements.source.value;
-  const id = form.elements.id.value;
-  window.history.replaceState(null, "", `?${new URLSearchParams({source, id})}`);
-  lookup(source, id);
+  const asking = question(form.elements.source.value, form.elements.id.value, form.elements.ref.value);
+  window.history.replaceState(null, "", `?${new URLSearchParams(asking)}`);
+  lookup(asking);
 });
-if (asked.get("source") && asked.get("id")) lookup(asked.get("source"), asked.get("id"));
-else document.body.dataset.ready = "true";
+if (asked.get("source") || asked.get("id") || asked.get("ref")) {
+  lookup(question(asked.get("source") ?? "", asked.get("id") ?? "", asked.get("ref") ?? ""));
+} else {
+  document.body.dataset.ready = "true";
+}
