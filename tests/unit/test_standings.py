@@ -5,6 +5,7 @@ by bisection, one read of a board for requests at once, a read again once older 
 from __future__ import annotations
 
 import asyncio
+import struct
 from types import SimpleNamespace
 
 from worker.api import standings as standings_mod
@@ -17,11 +18,11 @@ class Board:
     def __init__(self, ratings: list[float]) -> None:
         self.ratings, self.reads = ratings, 0
 
-    async def fetch(self, sql: str, system: str, category: str):
+    async def fetchval(self, sql: str, system: str, category: str) -> bytes:
         assert "board_ratings" in sql
         self.reads += 1
         await asyncio.sleep(0.01)
-        return [(r,) for r in sorted(self.ratings)]
+        return b"".join(struct.pack(">d", r) for r in sorted(self.ratings))  # as float8send writes them
 
 
 async def test_rank_and_percentile_by_bisection():

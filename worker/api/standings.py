@@ -42,7 +42,7 @@ class Standings:
 
     async def _ratings(self, board: tuple[str, str]) -> array:
         if self.max_age_s == 0:
-            return array("d", await OperatorReads(self.db).board_ratings(*board))
+            return await OperatorReads(self.db).board_ratings(*board)
         held = self._boards.get(board)
         if held is None:
             return await self._read_once(board)
@@ -62,7 +62,7 @@ class Standings:
     async def _read(self, board: tuple[str, str]) -> array:
         try:
             taken = time.monotonic()
-            ratings = array("d", await OperatorReads(self.db).board_ratings(*board))
+            ratings = await OperatorReads(self.db).board_ratings(*board)
             self._boards[board] = (taken, ratings)
             return ratings
         finally:

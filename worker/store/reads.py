@@ -9,6 +9,8 @@ rows come back as asyncpg gives them; every statement is in sql/queries.sql. Not
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -109,9 +111,12 @@ class OperatorReads:
         """His ratings that stand on their leaderboards: system, category, rating."""
         return await self.db.fetch(QUERIES["player_boards"], player_id, list(systems))
 
-    async def board_ratings(self, system: str, category: str) -> list[float]:
-        """Every rating on a leaderboard, lowest first."""
-        return [r[0] for r in await self.db.fetch(QUERIES["board_ratings"], system, category)]
+    async def board_ratings(self, system: str, category: str) -> array:
+        """Every rating on a leaderboard, lowest first (read as one value: see the query)."""
+        ratings = array("d", await self.db.fetchval(QUERIES["board_ratings"], system, category))
+        if sys.byteorder == "little":  # float8send writes network order
+            ratings.byteswap()
+        return ratings
 
     async def leaderboard_page(self, system: str, category: str, limit: int, after: tuple[float, str],
                                active_since: float | None):
