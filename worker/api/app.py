@@ -143,14 +143,13 @@ async def fide_list(request: Request) -> Response:
         raise bad("rating_type", f"one of standard, rapid, blitz, got {category!r}")
     db = request.app.state.db
     await check_served(month, OperatorReads(db).fide_list_applied)
-    conn = await db.acquire()
 
     async def body():
-        try:
+        # The connection is taken when the body is first asked for: a body never started (the client gone
+        # before it) runs no `finally`, and a connection taken beforehand would never go back to the pool.
+        async with db.acquire() as conn:
             async for chunk in csv_rows(OperatorReads(conn).fide_states(category), month):
                 yield chunk
-        finally:
-            await db.release(conn)
 
     # FRESH: the newest list can still gain a first rating or an import during its month
     return StreamingResponse(body(), media_type="text/csv; charset=utf-8", headers={
