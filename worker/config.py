@@ -367,22 +367,3 @@ def validate(c: Config) -> None:
         raise ConfigError("KAFKA_HEARTBEAT_INTERVAL_MS must be smaller than KAFKA_SESSION_TIMEOUT_MS")
     _validate_log_level(c.log_level)
 
-
-def kafka_security(c: Config) -> dict:
-    """aiokafka keyword arguments for the security settings."""
-    kw: dict = {"security_protocol": c.kafka_security_protocol}
-    if c.kafka_security_protocol in ("SSL", "SASL_SSL"):
-        from aiokafka.helpers import create_ssl_context
-
-        kw["ssl_context"] = create_ssl_context(
-            cafile=c.kafka_ssl_cafile or None,
-            certfile=c.kafka_ssl_certfile or None,
-            keyfile=c.kafka_ssl_keyfile or None,
-        )
-    if c.kafka_security_protocol.startswith("SASL"):
-        kw.update(
-            sasl_mechanism=c.kafka_sasl_mechanism,
-            sasl_plain_username=c.kafka_sasl_username,
-            sasl_plain_password=c.kafka_sasl_password,
-        )
-    return kw

@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from worker.config import Config, kafka_security
+from worker.config import Config
 
 # The assignors the worker offers when it joins its group, preferred first. The group uses one that
 # every member offers: round robin among the workers themselves (as before), and range, the first of
@@ -29,6 +29,26 @@ REQUEST_HEADROOM = 65536
 
 def request_limit(config: Config) -> int:
     return config.max_message_bytes + REQUEST_HEADROOM
+
+
+def kafka_security(c: Config) -> dict:
+    """aiokafka keyword arguments for the security settings."""
+    kw: dict = {"security_protocol": c.kafka_security_protocol}
+    if c.kafka_security_protocol in ("SSL", "SASL_SSL"):
+        from aiokafka.helpers import create_ssl_context
+
+        kw["ssl_context"] = create_ssl_context(
+            cafile=c.kafka_ssl_cafile or None,
+            certfile=c.kafka_ssl_certfile or None,
+            keyfile=c.kafka_ssl_keyfile or None,
+        )
+    if c.kafka_security_protocol.startswith("SASL"):
+        kw.update(
+            sasl_mechanism=c.kafka_sasl_mechanism,
+            sasl_plain_username=c.kafka_sasl_username,
+            sasl_plain_password=c.kafka_sasl_password,
+        )
+    return kw
 
 
 def producer(config: Config, **overrides) -> AIOKafkaProducer:

@@ -20,7 +20,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 
-from worker.config import kafka_security, load
+from worker.config import load
+from worker.kafka_clients import kafka_security
 from worker.store.postgres import PostgresStore
 
 ROOT = Path(__file__).resolve().parents[2]
