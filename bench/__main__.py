@@ -76,6 +76,10 @@ BENCHMARKS = {
     "api": ("the read API (rating-worker serve) under wrk on 20,000 players rated and 1,000,000 stored, per route "
             "against the same reads by a bare asyncpg loop; p99 at 500 requests/s with a worker rating 1,000 "
             "games/s beside it (BENCH_API_QUICK=1: a few minutes)", _run("api", lambda m: asyncio.run(m.main()))),
+    "lifecycle": ("the realistic case on a database grown as a platform's after 8 days (20,000,000 processed ids, "
+                  "40,000,000 history rows, built once and cached) against an empty one, interleaved, at default and "
+                  "production memory: games/s, WAL and full pages a game, disk a game (BENCH_LIFECYCLE_QUICK=1: a few "
+                  "minutes)", _run("lifecycle", lambda m: asyncio.run(m.main()))),
     "pipeline": ("throughput and latency", _pipeline("pipeline")),
     "all": ("engine, throughput, puzzles, chesstempo, latency, marathon", _all),
 }
