@@ -7,8 +7,9 @@ BENCH_LIFECYCLE_PLAYERS (2,000,000) players: 20,000,000 processed ids (random UU
 and 40,000,000 history rows, with the ratings and players they made, COPYed in, then indexed as the
 migrations define, VACUUM ANALYZE, CHECKPOINT. About 20-25 GB and half an hour, so the cluster is built
 once and kept: BENCH_LIFECYCLE_CACHE (/var/tmp/rating-worker-bench/lifecycle)/<key>/, the key naming the
-migrations' checksums and the build's settings (a new migration or other settings build anew, and the
-entries of other keys are removed first). To clear it: rm -rf that directory. BENCH_LIFECYCLE_BUILD_ONLY=1
+migrations' checksums and the build's settings (a new migration builds anew, and removes the entry of the
+same settings on the older migrations; other settings, e.g. the quick mode's, have entries of their own).
+To clear it: rm -rf that directory. BENCH_LIFECYCLE_BUILD_ONLY=1
 builds (or finds) it and stops.
 
 The runs: BENCH_LIFECYCLE_GAMES (100,000) CSR games among the first BENCH_LIFECYCLE_ACTIVE (20,000) of
@@ -121,9 +122,9 @@ def _write_meta(entry: Path, meta: dict) -> None:
 
 async def build(plan: Plan, entry: Path) -> dict:
     """The grown cluster in entry/data; its meta (plan, build time, sizes) once complete."""
-    for other in CACHE.glob("*"):
+    for other in CACHE.glob(f"{plan.key()}-*"):  # the same plan on other migrations: outdated
         if other != entry and other.is_dir():
-            say(f"removing the cache entry of other migrations or settings: {other}")
+            say(f"removing the cache entry of the same settings on other migrations: {other}")
             shutil.rmtree(other)
     shutil.rmtree(entry, ignore_errors=True)
     entry.mkdir(parents=True)
