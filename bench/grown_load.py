@@ -67,9 +67,10 @@ async def _indexes(conn, table: str) -> list[tuple[str, str]]:
 
 
 def _eta(done: int, total: int, seconds: float) -> str:
+    """Games done, and rows a second (3 a game: a processed id, two history rows)."""
     rate = done / seconds if seconds else 0.0
     left = (total - done) / rate if rate else 0.0
-    return f"{done:,}/{total:,} ({rate:,.0f}/s, ETA {left / 60:.0f} min)"
+    return f"{done:,}/{total:,} ({3 * rate:,.0f} rows/s, ETA of the rows {left / 60:.0f} min)"
 
 
 async def load(url: str, plan: Plan, say) -> None:
@@ -97,7 +98,7 @@ async def load(url: str, plan: Plan, say) -> None:
                 conns[1].copy_records_to_table("rating_changes", records=chunk.changes, columns=CHANGE_COLUMNS))
             if time.perf_counter() - last > 10 or builder.done == plan.games:
                 last = time.perf_counter()
-                say(f"games {_eta(builder.done, plan.games, last - started)}: processed ids and history rows")
+                say(f"games {_eta(builder.done, plan.games, last - started)}")
         await main.execute("SELECT setval(pg_get_serial_sequence('rating_changes', 'id'), $1)", builder.next_id - 1)
         say(f"{plan.games:,} processed ids and {builder.next_id - 1:,} history rows in "
             f"{time.perf_counter() - started:.0f} s; players and ratings")
