@@ -69,12 +69,18 @@ async def test_a_players_history_uses_the_version_key(database_url):
             FROM generate_series(1, 200000) AS g;
             ANALYZE rating_changes;
         """)
-        plan = await plan_of(conn, QUERIES["player_history"], "p17", 10, None, None)
-        assert [n for n in plan if n.get("Relation Name") == "rating_changes" and n["Node Type"] == "Seq Scan"] == []
-        series = await plan_of(conn, QUERIES["player_series"], "p17", None, None, 1000)
-        assert [n for n in series if n.get("Relation Name") == "rating_changes" and n["Node Type"] == "Seq Scan"] == []
-        games = await plan_of(conn, QUERIES["games_with"], "p17", "csr", "game.finished", 0.0, 2e9)
-        assert [n for n in games if n["Node Type"] == "Seq Scan"] == [], [n["Node Type"] for n in games]
+        # The history is partitioned by month (migration 0012): a scan names the month, and an empty month
+        # (next month's, created ahead) is read by a seq scan of its no page, which costs nothing.
+        full = {r[0] for r in await conn.fetch("SELECT DISTINCT tableoid::regclass::text FROM rating_changes")}
+        assert full
+
+        def seq_scans(plan: list[dict]) -> list[str]:
+            return [n.get("Relation Name", "") for n in plan if n["Node Type"] == "Seq Scan"
+                    and not (n.get("Relation Name", "").startswith("rating_changes_") and n["Relation Name"] not in full)]
+
+        assert seq_scans(await plan_of(conn, QUERIES["player_history"], "p17", 10, None, None)) == []
+        assert seq_scans(await plan_of(conn, QUERIES["player_series"], "p17", None, None, 1000)) == []
+        assert seq_scans(await plan_of(conn, QUERIES["games_with"], "p17", "csr", "game.finished", 0.0, 2e9)) == []
     finally:
         await conn.close()
 

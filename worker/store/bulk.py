@@ -38,6 +38,7 @@ from worker.ratings.state import RatingState, StateKey
 from worker.ratings.system import HistoryQuery
 from worker.store.base import ProcessedMessage
 from worker.store.memory import MemoryStore, _MemoryTx
+from worker.store.months import Months
 from worker.store.postgres import (
     FAIR_PLAY,
     ChangeRow,
@@ -124,6 +125,7 @@ class BulkStore(MemoryStore):
         self._writing: Chunk | None = None  # the chunk being written, until its commit
         self._write: asyncio.Task | None = None
         self.written = {"processed": 0, "changes": 0}  # rows committed for the file (resume: from its row)
+        self.months = Months(pool.acquire)  # the history's months: an old history's are created as it comes
 
     @classmethod
     async def open(cls, url: str, publish: bool = False) -> BulkStore:
@@ -243,6 +245,7 @@ class BulkStore(MemoryStore):
 
     async def _commit(self, chunk: Chunk, position: Position) -> None:
         processed = chunk.processed()
+        await self.months.ensure([row[ChangeRow.AT] for row in chunk.changes])  # before the chunk's transaction
         async with self._pool.acquire() as conn, conn.transaction():
             if chunk.players:
                 await conn.copy_records_to_table("players", records=[(p,) for p in chunk.players],

@@ -43,9 +43,11 @@ from worker.ratings.state import RatingState, StateKey
 from worker.ratings.system import HistoryQuery, RatingsQuery
 from worker.store import connection
 from worker.store.base import ProcessedMessage, Unpublished
+from worker.store.months import Months, month_gone, side_connection
 from worker.store.queries import QUERIES
 
 FAIR_PLAY = "fair_play"
+_SIDE = {"application_name": "rating-worker months"}  # the connection that creates the history's months
 
 
 def _encode_jsonb(value: Any) -> bytes:
@@ -79,10 +81,11 @@ async def init_store_connection(conn: asyncpg.Connection) -> None:
 class PostgresTx:
     """The `StoreTx` of one batch transaction, on one connection."""
 
-    __slots__ = ("_conn", "_locked", "_staged")
+    __slots__ = ("_conn", "_locked", "_months", "_staged")
 
-    def __init__(self, conn: asyncpg.Connection) -> None:
+    def __init__(self, conn: asyncpg.Connection, months: Months | None = None) -> None:
         self._conn = conn
+        self._months = months  # the history's months, created before rows are written into them
         # Players locked by this transaction -> fair-play closure time or None. Their rows can not
         # change under us until we commit, so closed_accounts answers from here.
         self._locked: dict[str, float | None] = {}
@@ -192,7 +195,15 @@ class PostgresTx:
         self._check_locked(states, records, closures)
         # Checked here, not when staged: a plan's rows that are replaced (its check failed) are never written.
         check_finite(states, records, closures)
-        rows = await self._conn.fetch(QUERIES["save"], unrated_rows(processed), list(closures.items()), True)
+        if records and self._months is not None:
+            await self._months.ensure([r.changed_at for r in records])
+        try:
+            rows = await self._conn.fetch(QUERIES["save"], unrated_rows(processed), list(closures.items()), True)
+        except asyncpg.CheckViolationError as exc:
+            if (gone := month_gone(exc)) is None or self._months is None:
+                raise
+            self._months.forget()
+            raise gone from exc
         if not records:
             return []
         by_event = {event_id: row_id for row_id, event_id in rows}
@@ -313,15 +324,18 @@ def check_finite(
 class PostgresStore:
     """`StateStore` on an asyncpg pool. Build with `await PostgresStore.connect(url)`."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, url: str | None = None) -> None:
         self._pool = pool
+        # The history's months (worker.store.months), created on a connection of their own; the pool's when
+        # the store was given no URL.
+        self.months = Months(side_connection(lambda: connection.connect(url, server_settings=_SIDE)) if url is not None else pool.acquire)
 
     @classmethod
     async def connect(
         cls, url: str, min_size: int = 1, max_size: int = 4, **pool_kwargs: Any
     ) -> PostgresStore:
         pool = await create_pool(url, min_size=min_size, max_size=max_size, **pool_kwargs)
-        return cls(pool)
+        return cls(pool, url)
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -333,7 +347,7 @@ class PostgresStore:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PostgresTx]:
         async with self._pool.acquire() as conn, conn.transaction(isolation="read_committed"):
-            yield PostgresTx(conn)
+            yield PostgresTx(conn, self.months)
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[PostgresTx]:
