@@ -55,6 +55,10 @@ class Config:
     db_command_timeout_s: float = 60.0
     relay_interval_s: float = 5.0
     relay_min_age_s: float = 10.0
+    dedupe_window_days: float = 8.0
+    unrated_window_days: float = 30.0
+    retention_chunk: int = 5000
+    retention_interval_s: float = 60.0
     retry_backoff_max_s: float = 10.0
     watchdog_timeout_s: float = 300.0
     kafka_session_timeout_ms: int = 10000
@@ -128,6 +132,17 @@ HELP = {
     "db_command_timeout_s": "a PostgreSQL call taking longer counts as an outage (rolled back, retried)",
     "relay_interval_s": "how often the outbox relay looks for unpublished changes",
     "relay_min_age_s": "the relay publishes only rows at least this old (the live path owns newer ones)",
+    "dedupe_window_days": "how long a processed message's id is kept (by when the worker stored it) so that a "
+                          "redelivery of it is a duplicate; 0 keeps every id. At least the input topics' "
+                          "retention.ms plus a day (Kafka deletes whole segments, a little after retention.ms): "
+                          "the worker refuses to start with less when the broker reports retention.ms "
+                          "(docs/operations.md, \"Retention\")",
+    "unrated_window_days": "how long the players a message left unchanged, and why, are kept (support's \"why did "
+                           "my rating not change?\"); an unrated message's id and reason stay for the longer of "
+                           "the two windows; 0 keeps them all",
+    "retention_chunk": "rows removed per statement by the retention task (one worker of the group at a time)",
+    "retention_interval_s": "pause between the retention task's passes; each pass also updates the size and "
+                            "retention metrics",
     "retry_backoff_max_s": "longest pause between retries during a database or broker outage",
     "watchdog_timeout_s": "exit with code 75 (for the supervisor to restart the worker) when records are waiting "
                           "but no batch has completed for this long; 0 disables; must exceed DB_COMMAND_TIMEOUT_S",
@@ -353,6 +368,7 @@ def validate(c: Config) -> None:
         raise ConfigError(
             f"WATCHDOG_TIMEOUT_S={c.watchdog_timeout_s}: must be 0 (off) or longer than DB_COMMAND_TIMEOUT_S "
             f"({c.db_command_timeout_s}), the time one PostgreSQL call may legitimately take")
+    _validate_retention(c)
     if c.max_inflight_batches < 1:
         raise ConfigError(f"MAX_INFLIGHT_BATCHES={c.max_inflight_batches}: must be at least 1")
     if c.db_pool_size < c.max_inflight_batches + 2:
@@ -366,4 +382,15 @@ def validate(c: Config) -> None:
     if c.kafka_heartbeat_interval_ms >= c.kafka_session_timeout_ms:
         raise ConfigError("KAFKA_HEARTBEAT_INTERVAL_MS must be smaller than KAFKA_SESSION_TIMEOUT_MS")
     _validate_log_level(c.log_level)
+
+
+def _validate_retention(c: Config) -> None:
+    for name in ("dedupe_window_days", "unrated_window_days"):
+        value = getattr(c, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"{name.upper()}={value}: must be 0 (keep forever) or a positive number of days")
+    if c.retention_chunk < 1:
+        raise ConfigError(f"RETENTION_CHUNK={c.retention_chunk}: must be at least 1")
+    if not (math.isfinite(c.retention_interval_s) and c.retention_interval_s > 0):
+        raise ConfigError(f"RETENTION_INTERVAL_S={c.retention_interval_s}: must be positive")
 

@@ -8,6 +8,7 @@ them with `cramjam` (installed with aiokafka's snappy/lz4/zstd extras, pyproject
 from __future__ import annotations
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
@@ -88,6 +89,12 @@ def group_consumer(config: Config) -> AIOKafkaConsumer:
         fetch_max_wait_ms=config.kafka_fetch_max_wait_ms,
         **kafka_security(config),
     )
+
+
+def admin(config: Config, request_timeout_ms: int = 10000) -> AIOKafkaAdminClient:
+    """An admin client (the worker reads its input topics' retention.ms with it at start)."""
+    return AIOKafkaAdminClient(bootstrap_servers=config.kafka_bootstrap_servers,
+                               request_timeout_ms=request_timeout_ms, **kafka_security(config))
 
 
 def reader(config: Config) -> AIOKafkaConsumer:

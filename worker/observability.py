@@ -85,6 +85,25 @@ class Metrics:
             "rating_worker_topic_partitions", "Partitions of each input topic, as the broker's metadata says "
             "(the group's workers together should be assigned all of them)", ["topic"], registry=r,
         )
+        # Retention (worker.pipeline.retention), read after each of its passes
+        self.retention_removed = Counter(
+            "rating_worker_retention_removed", "Rows removed by retention, per table (processed ids past "
+            "DEDUPE_WINDOW_DAYS, unrated rows past UNRATED_WINDOW_DAYS or with their message's id)", ["table"],
+            registry=r,
+        )
+        self.retention_oldest = Gauge(
+            "rating_worker_retention_oldest_seconds", "Age of the oldest row kept, per table (by when the worker "
+            "stored it)", ["table"], registry=r,
+        )
+        self.retention_overdue = Gauge(
+            "rating_worker_retention_overdue_seconds", "How long past its window the oldest row kept is, per "
+            "table (0: none is; above a few minutes, removal is falling behind or not running)", ["table"],
+            registry=r,
+        )
+        self.table_bytes = Gauge(
+            "rating_worker_table_bytes", "Bytes on disk of the big tables, their rows (with TOAST) and their "
+            "indexes, summed over partitions", ["table", "part"], registry=r,
+        )
 
 
 def observe_many(histogram: Histogram, values: Iterable[float]) -> None:

@@ -226,6 +226,9 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         return asyncio.run(run_service(cfg))
+    except config_mod.ConfigError as exc:  # found at start: DEDUPE_WINDOW_DAYS against the topics' retention.ms
+        print(f"rating-worker: configuration error: {exc}", file=sys.stderr)
+        return 2
     except CannotConnect as exc:  # a setting no retry can mend
         print(f"rating-worker: configuration error: PostgreSQL: {exc.failure}", file=sys.stderr)
         return exc.failure.exit_code

@@ -45,9 +45,11 @@ from worker.pipeline.monitors import BrokerProbe, LagMonitor
 from worker.pipeline.publisher import Publisher
 from worker.pipeline.rebalance import FinishBatchesBeforeRevoke, Membership
 from worker.pipeline.relay import Relay
+from worker.pipeline.retention import Retention, check_topic_retention
 from worker.pipeline.retry import Abandoned, Retrier, Stopping
 from worker.pipeline.tasks import SideTasks
 from worker.store.base import StateStore
+from worker.store.postgres import PostgresStore
 
 __all__ = ["Pipeline"]
 
@@ -81,6 +83,7 @@ class Pipeline:
         self.relay: Relay | None = None
         self.lag: LagMonitor | None = None
         self.probe: BrokerProbe | None = None
+        self.retention: Retention | None = None  # PostgreSQL's only
         self.started = False
         self.abandoned = 0  # batches given up uncommitted (stop or rebalance during an outage)
         self._launched = 0
@@ -125,6 +128,9 @@ class Pipeline:
         self.probe = BrokerProbe(self.consumer, self.readiness, self.retrier)
         await self.retrier.broker("start producer", self.producer.start, interruptible=True)
         await self.retrier.broker("start consumer", self.consumer.start, interruptible=True)
+        await check_topic_retention(c)  # ConfigError: DEDUPE_WINDOW_DAYS shorter than the topics keep records
+        if isinstance(self.store, PostgresStore):
+            self.retention = Retention(c, self.metrics, self.retrier)
         self.consumer.subscribe(list(c.kafka_input_topics), listener=FinishBatchesBeforeRevoke(self))
         self.started = True
         self.readiness.recover("starting")
@@ -142,13 +148,15 @@ class Pipeline:
 
     async def run(self) -> None:
         """Consume until `stop()`. Beside it, supervised (worker.pipeline.tasks): the outbox relay, the lag
-        monitor and the broker probe.
+        monitor, the broker probe and (PostgreSQL) retention.
 
         A stop finishes the batches in hand within DRAIN_TIMEOUT_S and abandons the rest uncommitted."""
         side = SideTasks(self.metrics, self.retrier)
         side.start("relay", self.relay.run)
         side.start("lag", self.lag.run)
         side.start("broker probe", self.probe.run)
+        if self.retention is not None:
+            side.start("retention", self.retention.run)
         try:
             while not self._stopping.is_set():
                 try:

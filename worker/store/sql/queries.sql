@@ -316,68 +316,83 @@ SELECT count(*) FROM outbox;
 
 
 -- ---------------------------------------------------------------------------------------------
--- The history's months (migration 0012; worker.store.months): the partitions of rating_changes, one per
--- month of changed_at, created before a write needs them, and detached, archived and dropped by
--- `rating-worker history`. Statements on one month take its name: the server quotes it (format's %I)
--- into the statement the store then runs, for DDL takes no parameters.
+-- Retention (worker.store.retention, run by the worker's side task worker.pipeline.retention): expired
+-- processed ids and unrated rows removed in chunks, one short transaction each, outside batch transactions
 -- ---------------------------------------------------------------------------------------------
 
--- name: months_attached
--- The attached months and the range of changed_at each holds, in epoch seconds (-Infinity: the history
--- from before partitioning has no lower bound).
-SELECT partition, extract(epoch FROM lo)::float8 AS lo, extract(epoch FROM hi)::float8 AS hi
-FROM rating_changes_months()
-ORDER BY lo;
+-- name: retention_limits
+-- $1 lock_timeout, $2 statement_timeout (PostgreSQL durations): for this chunk's transaction only.
+SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true);
 
--- name: months_lock_timeout
--- $1 lock_timeout (a PostgreSQL duration), for the creating transaction only: ATTACH waits for a SHARE
--- UPDATE EXCLUSIVE lock on the parent, which another month being created or detached holds.
-SELECT set_config('lock_timeout', $1, true);
+-- name: retention_lock
+-- One worker of the group removes at a time: the others' passes skip (released at the chunk's commit).
+SELECT pg_try_advisory_xact_lock(hashtext('rating-worker retention'));
 
--- name: months_add
--- $1 a day of the month: its partition, created and attached unless one holds it (migration 0012).
-SELECT rating_changes_add_month($1::date);
+-- name: retention_processed
+-- $1 outcome (applied, unrated), $2 window in seconds, $3 how many: remove up to $3 of that outcome's ids
+-- stored more than the window ago, oldest first (a range of index processed_messages_expiry, migration
+-- 0011), with the unrated rows of the same messages (index unrated_players_message): a player's unrated row
+-- never outlives its message's id, so `player_unrated` finds its id, and a message applied again after its
+-- id expired can store its rows again. SKIP LOCKED: a row a batch holds (the `repeats` count of a duplicate
+-- of it) is left for the next pass, never waited for; the rows are locked here, so their ctid holds.
+WITH expired AS (
+    SELECT ctid FROM processed_messages
+    WHERE outcome = $1 AND processed_at < now() - make_interval(secs => $2::float8)
+    ORDER BY processed_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+),
+gone AS (
+    DELETE FROM processed_messages
+    WHERE ctid = ANY(ARRAY(SELECT ctid FROM expired))
+    RETURNING source, id
+),
+left_out AS (
+    DELETE FROM unrated_players AS u USING gone AS g
+    WHERE u.source = g.source AND u.id = g.id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone) AS ids, (SELECT count(*) FROM left_out) AS unrated;
 
--- name: months_list
--- Every month, attached, being detached (a DETACH ... CONCURRENTLY interrupted) or detached and kept:
--- its bounds when attached, its size, the planner's estimate of its rows (-1: never vacuumed nor analyzed)
--- and its comment (where `history archive` wrote it).
-SELECT c.relname::text AS name, extract(epoch FROM m.lo)::float8 AS lo, extract(epoch FROM m.hi)::float8 AS hi,
-       i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false) AS detaching,
-       c.reltuples::int8 AS rows_estimate, pg_total_relation_size(c.oid) AS bytes,
-       obj_description(c.oid, 'pg_class') AS archived
-FROM pg_class AS c
-LEFT JOIN pg_inherits AS i ON i.inhrelid = c.oid AND i.inhparent = 'rating_changes'::regclass
-LEFT JOIN rating_changes_months() AS m ON m.partition = c.relname
-WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
-  AND c.relname ~ '^rating_changes_(before_)?[0-9]{4}_[0-9]{2}(_[0-9]+)?$'
-ORDER BY c.relname;
+-- name: retention_unrated
+-- $1 window in seconds, $2 how many: remove up to $2 unrated rows stored more than the window ago, oldest
+-- first (index unrated_players_expiry, migration 0011); their messages' ids stay as long as theirs.
+WITH expired AS (
+    SELECT ctid FROM unrated_players
+    WHERE processed_at < now() - make_interval(secs => $1::float8)
+    ORDER BY processed_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+gone AS (
+    DELETE FROM unrated_players WHERE ctid = ANY(ARRAY(SELECT ctid FROM expired))
+    RETURNING 1
+)
+SELECT count(*) FROM gone;
 
--- name: months_count
--- $1 a month's name: the statement that counts its rows (a read of the whole month).
-SELECT format('SELECT count(*) FROM %I', $1::text);
+-- name: retention_oldest
+-- The age in seconds of the oldest row kept of each kind (null: none), each the first entry of its range
+-- of an expiry index (migration 0011).
+SELECT extract(epoch FROM now() - (SELECT min(processed_at) FROM processed_messages
+                                    WHERE outcome = 'applied'))::float8 AS applied,
+       extract(epoch FROM now() - (SELECT min(processed_at) FROM processed_messages
+                                    WHERE outcome = 'unrated'))::float8 AS unrated_ids,
+       extract(epoch FROM now() - (SELECT min(processed_at) FROM unrated_players))::float8 AS unrated_players;
 
--- name: months_unpublished
--- $1 a month's name: its history rows still in the outbox (changes the broker has not acknowledged).
-SELECT count(*) FROM outbox AS o JOIN rating_changes AS r ON r.id = o.change_id
-WHERE r.tableoid = to_regclass(quote_ident($1::text));
-
--- name: months_detach
--- $1 a month's name: the statement that detaches it without blocking the batches (CONCURRENTLY: a SHARE
--- UPDATE EXCLUSIVE lock, then a wait for the transactions that could see it; never in a transaction block).
-SELECT format('ALTER TABLE rating_changes DETACH PARTITION %I CONCURRENTLY', $1::text);
-
--- name: months_detach_finalize
--- $1 a month's name: the statement that completes a detach that was interrupted.
-SELECT format('ALTER TABLE rating_changes DETACH PARTITION %I FINALIZE', $1::text);
-
--- name: months_mark_archived
--- $1 a month's name, $2 what the archive was (the file, its rows and bytes, when): kept as the table's comment.
-SELECT format('COMMENT ON TABLE %I IS %L', $1::text, $2::text);
-
--- name: months_drop
--- $1 a month's name: the statement that drops it (a detached month: no lock on the history).
-SELECT format('DROP TABLE %I', $1::text);
+-- name: table_sizes
+-- $1 text[] of table names: each one's bytes on disk, its rows (with TOAST) and its indexes apart, summed
+-- over its partitions when it is partitioned (pg_partition_tree's leaves; it gives none for a plain table,
+-- which is its own). Sizes are read from the files' lengths: no table is scanned.
+SELECT t.name, coalesce(sum(pg_table_size(p.relid)), 0)::int8 AS table_bytes,
+       coalesce(sum(pg_indexes_size(p.relid)), 0)::int8 AS index_bytes
+FROM unnest($1::text[]) AS t(name)
+LEFT JOIN LATERAL (
+    SELECT c.oid::regclass FROM pg_class AS c WHERE c.oid = to_regclass(t.name) AND c.relkind = 'r'
+    UNION ALL
+    SELECT relid FROM pg_partition_tree(to_regclass(t.name)) WHERE isleaf
+) AS p(relid) ON true
+GROUP BY t.name
+ORDER BY t.name;
 
 
 -- ---------------------------------------------------------------------------------------------
