@@ -396,6 +396,71 @@ ORDER BY t.name;
 
 
 -- ---------------------------------------------------------------------------------------------
+-- The history's months (migration 0012; worker.store.months): the partitions of rating_changes, one per
+-- month of changed_at, created before a write needs them, and detached, archived and dropped by
+-- `rating-worker history`. Statements on one month take its name: the server quotes it (format's %I)
+-- into the statement the store then runs, for DDL takes no parameters.
+-- ---------------------------------------------------------------------------------------------
+
+-- name: months_attached
+-- The attached months and the range of changed_at each holds, in epoch seconds (-Infinity: the history
+-- from before partitioning has no lower bound).
+SELECT partition, extract(epoch FROM lo)::float8 AS lo, extract(epoch FROM hi)::float8 AS hi
+FROM rating_changes_months()
+ORDER BY lo;
+
+-- name: months_lock_timeout
+-- $1 lock_timeout (a PostgreSQL duration), for the creating transaction only: ATTACH waits for a SHARE
+-- UPDATE EXCLUSIVE lock on the parent, which another month being created or detached holds.
+SELECT set_config('lock_timeout', $1, true);
+
+-- name: months_add
+-- $1 a day of the month: its partition, created and attached unless one holds it (migration 0012).
+SELECT rating_changes_add_month($1::date);
+
+-- name: months_list
+-- Every month, attached, being detached (a DETACH ... CONCURRENTLY interrupted) or detached and kept:
+-- its bounds when attached, its size, the planner's estimate of its rows (-1: never vacuumed nor analyzed)
+-- and its comment (where `history archive` wrote it).
+SELECT c.relname::text AS name, extract(epoch FROM m.lo)::float8 AS lo, extract(epoch FROM m.hi)::float8 AS hi,
+       i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false) AS detaching,
+       c.reltuples::int8 AS rows_estimate, pg_total_relation_size(c.oid) AS bytes,
+       obj_description(c.oid, 'pg_class') AS archived
+FROM pg_class AS c
+LEFT JOIN pg_inherits AS i ON i.inhrelid = c.oid AND i.inhparent = 'rating_changes'::regclass
+LEFT JOIN rating_changes_months() AS m ON m.partition = c.relname
+WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
+  AND c.relname ~ '^rating_changes_(before_)?[0-9]{4}_[0-9]{2}(_[0-9]+)?$'
+ORDER BY c.relname;
+
+-- name: months_count
+-- $1 a month's name: the statement that counts its rows (a read of the whole month).
+SELECT format('SELECT count(*) FROM %I', $1::text);
+
+-- name: months_unpublished
+-- $1 a month's name: its history rows still in the outbox (changes the broker has not acknowledged).
+SELECT count(*) FROM outbox AS o JOIN rating_changes AS r ON r.id = o.change_id
+WHERE r.tableoid = to_regclass(quote_ident($1::text));
+
+-- name: months_detach
+-- $1 a month's name: the statement that detaches it without blocking the batches (CONCURRENTLY: a SHARE
+-- UPDATE EXCLUSIVE lock, then a wait for the transactions that could see it; never in a transaction block).
+SELECT format('ALTER TABLE rating_changes DETACH PARTITION %I CONCURRENTLY', $1::text);
+
+-- name: months_detach_finalize
+-- $1 a month's name: the statement that completes a detach that was interrupted.
+SELECT format('ALTER TABLE rating_changes DETACH PARTITION %I FINALIZE', $1::text);
+
+-- name: months_mark_archived
+-- $1 a month's name, $2 what the archive was (the file, its rows and bytes, when): kept as the table's comment.
+SELECT format('COMMENT ON TABLE %I IS %L', $1::text, $2::text);
+
+-- name: months_drop
+-- $1 a month's name: the statement that drops it (a detached month: no lock on the history).
+SELECT format('DROP TABLE %I', $1::text);
+
+
+-- ---------------------------------------------------------------------------------------------
 -- Migrations (worker/store/migrate.py)
 -- ---------------------------------------------------------------------------------------------
 
