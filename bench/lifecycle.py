@@ -21,7 +21,8 @@ then at production settings (PG_SETTINGS, shared_buffers BENCH_LIFECYCLE_SHARED_
 grown rounds all run on the one grown database (copying 20 GB a round would take longer than the runs):
 each adds its games to it, 0.5% of its 20,000,000 a round; the runs' additions are counted in the
 cache's meta.json and printed, and past BENCH_LIFECYCLE_MAX_ADDED (10%) of the build the cache is built
-anew. Every round starts right after a CHECKPOINT. Reported per round and as medians: games/s and the
+anew. Every round starts right after a CHECKPOINT. The worker's DEDUPE_WINDOW_DAYS covers the grown
+database's ids: its retention removes none of them during the runs (see `rounds`). Reported per round and as medians: games/s and the
 ratio grown/empty, WAL bytes and full-page images per game, the growth of the history and of the
 processed ids (tables, TOAST and indexes) per game; once, the grown database's tables and indexes.
 
@@ -35,6 +36,7 @@ import asyncio
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -59,8 +61,9 @@ from bench.common import (
     start_worker,
     worker_env,
 )
-from bench.grown import Plan, platform_games
+from bench.grown import DAY, Plan, platform_games
 from worker import dev
+from worker.config import Config
 from worker.dev.databases import new_database
 from worker.store.migrate import available_migrations
 
@@ -203,8 +206,9 @@ async def _until_rated(conn, total: int, base: int, proc, label: str) -> float:
         await asyncio.sleep(0.05)
 
 
-async def measure(pg, broker, log: Path, url: str, values: list[bytes], label: str) -> Run:
-    """One worker over `values` on the database at `url`, right after a CHECKPOINT."""
+async def measure(pg, broker, log: Path, url: str, values: list[bytes], label: str, **settings) -> Run:
+    """One worker over `values` on the database at `url`, right after a CHECKPOINT; `settings`: the
+    worker's."""
     tag = f"lc-{uuid.uuid4().hex[:8]}"
     await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
     await produce_any(broker.bootstrap_servers, f"in-{tag}", values)
@@ -214,7 +218,7 @@ async def measure(pg, broker, log: Path, url: str, values: list[bytes], label: s
         await conn.execute("CHECKPOINT")
         sizes = await _table_sizes(conn)
         before = await io_counters(pg)
-        proc = start_worker(worker_env(url, broker.bootstrap_servers, tag, batch_size=BATCH), log)
+        proc = start_worker(worker_env(url, broker.bootstrap_servers, tag, batch_size=BATCH, **settings), log)
         try:
             rate = await _until_rated(conn, len(values), base, proc, label)
         finally:
@@ -241,6 +245,12 @@ def describe(run: Run) -> str:
 async def rounds(pg, broker, log: Path, entry: Path, meta: dict, setting: str) -> dict[str, list[Run]]:
     """ROUNDS interleaved pairs of runs, empty and grown, at one setting of the server."""
     plan = Plan(**meta["plan"])
+    # Retention (DEDUPE_WINDOW_DAYS) would remove the grown database's oldest ids during the runs: all of
+    # them that aged past the window since the build, in chunks back to back, and from the cache for good.
+    # A platform's retention removes as many ids as it stores, at its own pace (2,500,000 a day: 29 a second,
+    # against the runs' thousands): no part of the figures. So the window covers the grown database's ids.
+    # (Never shorter than its default, which the worker checks against the topics' retention.)
+    window = {"dedupe_window_days": max(Config.dedupe_window_days, math.ceil((time.time() - plan.start) / DAY) + 1)}
     await new_database(pg.url, EMPTY, migrated=True)
     runs: dict[str, list[Run]] = {"empty": [], "grown": []}
     try:
@@ -250,12 +260,12 @@ async def rounds(pg, broker, log: Path, entry: Path, meta: dict, setting: str) -
             for kind in (("empty", "grown") if n % 2 == 0 else ("grown", "empty")):
                 label = f"{setting}, round {n + 1}, {kind}"
                 if kind == "grown":
-                    runs[kind].append(await measure(pg, broker, log, pg.url_for(GROWN), values, label))
+                    runs[kind].append(await measure(pg, broker, log, pg.url_for(GROWN), values, label, **window))
                     meta["games_added"] += len(values)
                     _write_meta(entry, meta)
                 else:
                     url = await copy_db(pg, EMPTY, "lifecycle_empty_run")
-                    runs[kind].append(await measure(pg, broker, log, url, values, label))
+                    runs[kind].append(await measure(pg, broker, log, url, values, label, **window))
                     await drop_db(pg, "lifecycle_empty_run")
                 say(f"{label}: {describe(runs[kind][-1])}")
             say(f"{setting}, round {n + 1}: grown/empty {runs['grown'][-1].rate / runs['empty'][-1].rate:.2f}")
