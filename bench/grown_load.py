@@ -21,14 +21,19 @@ TABLES = ("processed_messages", "rating_changes", "players", "ratings")
 CHUNK = 50_000  # games a COPY
 PLAYER_CHUNK = 200_000
 
-# Sizes of the schema's tables (heap and TOAST) and indexes, a partitioned one's partitions added up.
+# Sizes of the schema's tables (heap and TOAST) and indexes, each under its table; a partitioned one's
+# partitions added up (and its partitions' own indexes by their name).
 SIZES = """
-SELECT coalesce(pg_partition_root(c.oid), c.oid)::regclass::text AS name,
-       bool_or(c.relkind IN ('i', 'I')) AS is_index,
-       sum(CASE WHEN c.relkind IN ('r', 'p') THEN pg_table_size(c.oid) ELSE pg_relation_size(c.oid) END) AS bytes
-FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+SELECT coalesce(pg_partition_root(t.oid), t.oid)::regclass::text AS "table",
+       coalesce(pg_partition_root(c.oid), c.oid)::regclass::text AS name,
+       c.relkind IN ('i', 'I') AS is_index,
+       sum(CASE WHEN c.relkind IN ('r', 'p') THEN pg_table_size(c.oid) ELSE pg_relation_size(c.oid) END)::int8 AS bytes
+FROM pg_class AS c
+JOIN pg_namespace AS n ON n.oid = c.relnamespace
+LEFT JOIN pg_index AS i ON i.indexrelid = c.oid
+JOIN pg_class AS t ON t.oid = coalesce(i.indrelid, c.oid)
 WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'i', 'I')
-GROUP BY 1 ORDER BY 3 DESC
+GROUP BY 1, 2, 3 ORDER BY 1, 3, 2
 """
 # The whole size of a table (heap, TOAST and indexes), a partitioned one's partitions added up.
 TOTAL_SIZE = """
@@ -42,8 +47,12 @@ UNION ALL (SELECT relid::text FROM pg_partition_tree($1::regclass) WHERE relid <
 """
 
 
-async def sizes(conn) -> list[tuple[str, bool, int]]:
-    return [(r["name"], r["is_index"], int(r["bytes"])) for r in await conn.fetch(SIZES)]
+async def sizes(conn) -> dict[str, list[tuple[str, int]]]:
+    """table -> [(the table or one of its indexes, bytes)], the table first, largest tables first."""
+    found: dict[str, list[tuple[str, int]]] = {}
+    for r in await conn.fetch(SIZES):
+        found.setdefault(r["table"], []).append((r["name"], r["bytes"]))
+    return dict(sorted(found.items(), key=lambda item: -sum(b for _, b in item[1])))
 
 
 async def _indexes(conn, table: str) -> list[tuple[str, str]]:

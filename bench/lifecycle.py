@@ -281,12 +281,14 @@ async def print_sizes(pg, meta: dict) -> None:
     finally:
         await conn.close()
     plan = Plan(**meta["plan"])
+    total = sum(b for relations in found.values() for _, b in relations)
     print(f"\nThe grown database ({plan.games:,} games, {2 * plan.games:,} history rows, {plan.players:,} players; "
           f"built in {meta['build_seconds'] / 60:.0f} min; {meta['games_added']:,} games added by runs since): "
-          f"{sum(b for _, _, b in found) / 2**30:,.1f} GiB")
-    for name, is_index, size in found:
-        if size >= 1 << 20:
-            print(f"  {'index' if is_index else 'table'} {name:<40} {size / 2**30:8.2f} GiB")
+          f"{total / 2**30:,.1f} GiB")
+    for table, relations in found.items():
+        if (size := sum(b for _, b in relations)) >= 1 << 20:
+            print(f"  {table}: {size / 2**30:,.2f} GiB: " + ", ".join(
+                f"{'heap and TOAST' if name == table else name} {b / 2**30:,.2f}" for name, b in relations))
     print(flush=True)
 
 
