@@ -36,7 +36,8 @@ async def message(args: argparse.Namespace) -> int:
     letters = await _dead_letters_of(args)
     if letters is None:
         obj = {"source": args.source, "id": args.id, "status": "not_processed", "dead_letters": None}
-        text = (f"{args.source} {args.id}: not processed (never seen, or not consumed yet); the dead-letter topic "
+        text = (f"{args.source} {args.id}: not processed (never seen, not consumed yet, or its id expired: "
+                "DEDUPE_WINDOW_DAYS); the dead-letter topic "
                 "was not searched: give --bootstrap-servers or KAFKA_BOOTSTRAP_SERVERS")
     elif letters:
         obj = {"source": args.source, "id": args.id, "status": "dead_lettered", "dead_letters": letters}
@@ -47,7 +48,7 @@ async def message(args: argparse.Namespace) -> int:
     else:
         obj = {"source": args.source, "id": args.id, "status": "never_seen", "dead_letters": []}
         text = (f"{args.source} {args.id}: never seen: not processed, and not in the dead-letter topic "
-                "(or not consumed yet)")
+                "(or not consumed yet, or processed longer ago than the workers keep ids: DEDUPE_WINDOW_DAYS)")
     emit(args.json, obj, text)
     return 0 if obj["status"] == "dead_lettered" else 1
 

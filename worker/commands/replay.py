@@ -95,7 +95,8 @@ async def main(args: argparse.Namespace) -> int:
             from worker.store.postgres import PostgresStore
 
             if args.dedupe_window != DEFAULT_DEDUPE_WINDOW_S:
-                sys.stderr.write("replay: --dedupe-window is for replays in memory; PostgreSQL keeps every id\n")
+                sys.stderr.write("replay: --dedupe-window is for replays in memory; PostgreSQL keeps ids for the "
+                                 "workers' DEDUPE_WINDOW_DAYS\n")
 
             store = await PostgresStore.connect(database_url(args))
             try:
