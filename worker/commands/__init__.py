@@ -7,6 +7,7 @@
 - importer: `rating-worker import FILE` (a package: reading, checking, sending, the command)
 - fide: `rating-worker fide close-period YYYY-MM` (FIDE's monthly list, as the platform's scheduler sends it)
 - player, message, leaderboard, outbox, dlq: the operator's commands (operator: what they share)
+- history: the history's months (list, detach, archive, drop)
 - beside them: ratings_page and settings_page (the pages `docs` writes: docs/ratings.md,
   docs/configuration.md). What the commands show people (progress, tables, charts, plots, the demo's
   screen) is worker.terminal's; a history read and rated (replay, backfill, evaluate) is worker.offline's
@@ -33,4 +34,5 @@ COMMANDS = {
     "leaderboard": "leaderboard",
     "outbox": "outbox",
     "dlq": "dlq",
+    "history": "history",
 }
