@@ -78,8 +78,8 @@ class Metrics:
             ["topic"], registry=r,
         )
         self.side_task_failures = Counter(
-            "rating_worker_side_task_failures", "Unexpected failures of a side task (relay, lag, probe), each "
-            "restarted after a backoff", ["task"], registry=r,
+            "rating_worker_side_task_failures", "Unexpected failures of a side task (relay, lag, probe, "
+            "retention), each restarted after a backoff", ["task"], registry=r,
         )
         self.topic_partitions = Gauge(
             "rating_worker_topic_partitions", "Partitions of each input topic, as the broker's metadata says "

@@ -8,8 +8,10 @@
 - retry: the retry policy (`is_transient`, backoff, when to give up)
 - publisher: rating.changed keyed by player, and dead letters
 - relay: the outbox relay; monitors: the lag and the broker probe
+- retention: expired processed ids and unrated rows removed, the tables' sizes read; their windows checked
+  against the input topics' retention.ms at start
 - rebalance: the consumer group (revocations, assignments, a failed join); faults: the test-only seam
-- tasks: the side tasks (relay, lag, probe) started by name and supervised
+- tasks: the side tasks (relay, lag, probe, retention) started by name and supervised
 
 Knows nothing about rating math (worker.engine) nor about byte formats (worker.contract).
 """

@@ -1,8 +1,8 @@
 """The pipeline's side tasks, started by name and supervised.
 
-The outbox relay, the lag monitor and the broker probe each run beside the batches. One that fails
-with an exception nobody expected (a bug, a library's surprise) must not end silently: the failure is
-logged at ERROR with the task's name and traceback, counted in
+The outbox relay, the lag monitor, the broker probe and retention (PostgreSQL's) each run beside the
+batches. One that fails with an exception nobody expected (a bug, a library's surprise) must not end
+silently: the failure is logged at ERROR with the task's name and traceback, counted in
 `rating_worker_side_task_failures_total{task}`, and the task is started again after a backoff (about
 1 s, doubling up to RETRY_BACKOFF_MAX_S, with jitter: worker.pipeline.retry.Backoff) while the batches
 go on. Restarting rather than stopping the worker:
