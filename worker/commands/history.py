@@ -159,7 +159,7 @@ async def _copy(admin, m, path: str, quiet: bool) -> tuple[int, int, str]:
                      unit="kB", quiet=quiet, every=5.0)
     try:
         with open(part, "wb") as raw:
-            out = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if compress else raw
+            out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if compress else raw
 
             async def write(chunk: bytes) -> None:
                 out.write(chunk)
