@@ -263,3 +263,36 @@ async def test_the_history_command(database_url, tmp_path):
     assert "2026-02" not in {m["month"] for m in orjson.loads(history(database_url, "--json").stdout)}
     rows = await fetch(database_url, "SELECT version FROM rating_changes WHERE player_id = 'A'")
     assert [r[0] for r in rows] == [7]  # the rest of the history stays
+
+
+async def test_a_month_locked_or_detached_under_the_worker_fails_the_batch_transiently(database_url):
+    """The worker's batch is never failed for good by a month: a parent locked by someone else (a month being
+    detached) gives up after the lock_timeout with a transient error, and a month detached after the store read
+    the months too; the batch's next attempt writes (into a month made again, under a new name)."""
+    from worker.pipeline.retry import is_transient
+
+    store = await PostgresStore.connect(database_url)
+    blocker = await asyncpg.connect(database_url)
+    try:
+        tx = blocker.transaction()
+        await tx.start()
+        await blocker.execute("LOCK TABLE rating_changes IN SHARE UPDATE EXCLUSIVE MODE")
+        try:
+            await apply_in_batches(store, [game(1, "A", "B", "1-0", datetime(2024, 5, 1, tzinfo=UTC))])
+            raise AssertionError("the month was made under another's lock")
+        except asyncpg.LockNotAvailableError as exc:
+            assert is_transient(exc)
+        finally:
+            await tx.rollback()
+        await apply_in_batches(store, [game(1, "A", "B", "1-0", datetime(2024, 5, 1, tzinfo=UTC))])
+        await blocker.execute("ALTER TABLE rating_changes DETACH PARTITION rating_changes_2024_05")
+        try:  # the store still counts May 2024 among its months
+            await apply_in_batches(store, [game(2, "A", "B", "1-0", datetime(2024, 5, 2, tzinfo=UTC))])
+            raise AssertionError("a write into a detached month went through")
+        except asyncpg.PostgresError as exc:
+            assert is_transient(exc) and "not attached" in str(exc)
+        await apply_in_batches(store, [game(2, "A", "B", "1-0", datetime(2024, 5, 2, tzinfo=UTC))])
+    finally:
+        await blocker.close()
+        await store.close()
+    assert (await months(database_url))["rating_changes_2024_05_2"] == 2
