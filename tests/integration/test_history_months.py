@@ -180,6 +180,9 @@ async def test_migrating_an_existing_history_keeps_it_as_its_first_partition(pos
             await store.close()
         before = await fetch(url, HISTORY)
         views = await fetch(url, "SELECT * FROM published_changes ORDER BY id")
+        if not ahead:  # the command of the new version on the old schema: one line that says what to do
+            old = history(url)
+            assert old.returncode == 3 and "rating-worker migrate" in old.stderr and old.stderr.count("\n") == 1, old
         assert await migrate(url) == ["0012_history_partitions"]
         assert await fetch(url, HISTORY) == before and await fetch(url, "SELECT * FROM published_changes "
                                                                          "ORDER BY id") == views

@@ -78,13 +78,15 @@ def _ending(exc: Exception) -> tuple[str, int] | None:
     if isinstance(exc, UsageError):
         return str(exc), 2
     from asyncpg import InterfaceError, PostgresError
-    from asyncpg.exceptions import UndefinedColumnError, UndefinedTableError
+    from asyncpg.exceptions import UndefinedColumnError, UndefinedFunctionError, UndefinedTableError
 
     from worker.store.connection import EXIT_DATABASE, EXIT_SETTING, CannotConnect, describe
     from worker.store.migrate import MigrationError
 
-    if isinstance(exc, UndefinedColumnError | UndefinedTableError):
-        return (f"the database's schema is older than this rating-worker ({exc}): run `rating-worker migrate`",
+    if isinstance(exc, UndefinedColumnError | UndefinedTableError | UndefinedFunctionError):
+        # the message's first line: a missing function's comes with a HINT line about argument types
+        return (f"the database's schema is older than this rating-worker ({str(exc).splitlines()[0]}): run "
+                "`rating-worker migrate`",
                 EXIT_DATABASE)
     if isinstance(exc, MigrationError):
         return str(exc), EXIT_DATABASE
