@@ -249,6 +249,7 @@ async def test_the_history_command(database_url, tmp_path):
     assert archived.returncode == 0 and orjson.loads(archived.stdout)["rows"] == 12
     listed = {m["month"]: m for m in orjson.loads(history(database_url, "--json").stdout)}
     assert listed["2026-02"]["state"] == "detached"
+    assert (listed["2026-02"]["from"], listed["2026-02"]["to"]) == ("2026-02-01", "2026-03-01")
     assert listed["2026-02"]["archived_to"] == str(tmp_path / "month.csv.gz")
 
     # The archive loads back (COPY ... FORMAT csv, HEADER match) to the very rows.

@@ -7,6 +7,7 @@ import argparse
 import gzip
 import hashlib
 import os
+import re
 import sys
 from datetime import UTC, datetime, timedelta
 
@@ -37,6 +38,19 @@ def _day(epoch: float | None) -> str:
     if epoch == float("-inf"):
         return "(all before)"
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
+
+
+def _bounds(m) -> tuple[float | None, float | None]:
+    """Its range of changed_at: the partition's bounds while attached, else what its name says (the month's
+    table keeps the name it was created with)."""
+    if m.lo is not None:
+        return m.lo, m.hi
+    match = re.fullmatch(r"rating_changes_(before_)?(\d{4})_(\d{2})(?:_\d+)?", m.name)
+    if match is None:
+        return None, None
+    start = datetime(int(match[2]), int(match[3]), 1, tzinfo=UTC)
+    end = (start + timedelta(days=32)).replace(day=1)
+    return (float("-inf"), start.timestamp()) if match[1] else (start.timestamp(), end.timestamp())
 
 
 def _state(m) -> str:
@@ -73,7 +87,8 @@ async def months_list(args: argparse.Namespace) -> int:
     for m in months:
         rows = counts.get(m.name, m.rows_estimate if m.rows_estimate >= 0 else None)
         archive = _archived(m)
-        out.append({"month": label(m.name), "table": m.name, "from": _day(m.lo), "to": _day(m.hi),
+        lo, hi = _bounds(m)
+        out.append({"month": label(m.name), "table": m.name, "from": _day(lo), "to": _day(hi),
                     "state": _state(m), "rows": rows, "rows_counted": args.count, "bytes": m.bytes,
                     "archived_to": archive and archive.get("file")})
     text = table(["month", "from", "to (excluded)", "state", "rows" if args.count else "rows (est.)", "size",
