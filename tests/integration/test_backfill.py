@@ -35,7 +35,8 @@ TABLES = {
                       "cause_time, inactive, parameters FROM rating_changes ORDER BY id",
     "processed_messages": "SELECT source, id, type, outcome, reason, ref, duplicates FROM processed_messages "
                           "ORDER BY 1, 2",
-    "unrated_players": "SELECT * FROM unrated_players ORDER BY 1, 2, 3",
+    "unrated_players": "SELECT player_id, source, id, system, reason, message_at FROM unrated_players "
+                       "ORDER BY 1, 2, 3",
 }
 
 
