@@ -117,6 +117,9 @@ INSERT INTO ratings (player_id, system, category, rating, rd, volatility, games,
 SELECT player_id, 'csr', category, rating, rd, 0.06, games,
        CASE WHEN rd <= 110 THEN rating + 30 * idle END, last_at, games
 FROM bulk_ratings;
+-- the history's months (migration 0012): a change is at most two hours before its rating's last_at
+SELECT rating_changes_ensure_months(to_timestamp(min(last_at) - 3 * 3600), to_timestamp(max(last_at)))
+FROM bulk_ratings;
 INSERT INTO rating_changes (event_id, player_id, system, category, version, rating, delta, cause_type,
                             cause_source, cause_id, cause_ref, changed_at, payload, before_rating, before_rd,
                             before_volatility, after_rating, after_rd, after_volatility, provisional, floor,
