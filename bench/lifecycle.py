@@ -21,13 +21,22 @@ then at production settings (PG_SETTINGS, shared_buffers BENCH_LIFECYCLE_SHARED_
 grown rounds all run on the one grown database (copying 20 GB a round would take longer than the runs):
 each adds its games to it, 0.5% of its 20,000,000 a round; the runs' additions are counted in the
 cache's meta.json and printed, and past BENCH_LIFECYCLE_MAX_ADDED (10%) of the build the cache is built
-anew. Every round starts right after a CHECKPOINT. The worker's DEDUPE_WINDOW_DAYS covers the grown
-database's ids: its retention removes none of them during the runs (see `rounds`). Reported per round and as medians: games/s and the
-ratio grown/empty, WAL bytes and full-page images per game, the growth of the history and of the
-processed ids (tables, TOAST and indexes) per game; once, the grown database's tables and indexes.
+anew. The worker's DEDUPE_WINDOW_DAYS covers the grown database's ids: its retention removes none of them
+during the runs (see `rounds`).
 
-BENCH_LIFECYCLE_QUICK=1: 200,000 ids, 400,000 history rows among 40,000 players, 20,000 games a run,
-one round: a few minutes, for development. The server is always its own (DATABASE_URL is not used).
+Two measures, each its own rows. "Right after a checkpoint, cold buffers": every run starts right after a
+CHECKPOINT, so the first change of every page after it is logged whole: the worst case, a checkpoint's
+first seconds. "Steady": after the CHECKPOINT a worker first rates BENCH_LIFECYCLE_WARMUP (200,000) other
+games, unmeasured, then a second one the measured games, with no CHECKPOINT of ours between (whether
+PostgreSQL began one of its own, in the warm-up or in the measured part, is counted and printed): a
+platform's state through most of a checkpoint cycle, its working set in the buffers and its pages already
+logged whole once. BENCH_LIFECYCLE_STEADY: production (the default: at production settings only), all, or
+off. Reported per round and as medians: games/s and the ratio grown/empty, WAL bytes and full-page images
+per game, the growth of the history and of the processed ids (tables, TOAST and indexes) per game, all
+over the measured games only; once, the grown database's tables and indexes.
+
+BENCH_LIFECYCLE_QUICK=1: 200,000 ids, 400,000 history rows among 40,000 players, 20,000 games a run
+(and 20,000 of warm-up), one round: a few minutes, for development. The server is always its own (DATABASE_URL is not used).
 """
 
 from __future__ import annotations
@@ -80,6 +89,8 @@ PLAYERS = _setting("PLAYERS", 2_000_000, 40_000)
 GAMES = _setting("GAMES", 100_000, 20_000)
 ACTIVE = _setting("ACTIVE", 20_000, 20_000)
 ROUNDS = _setting("ROUNDS", 3, 1)
+WARMUP = _setting("WARMUP", 200_000, 20_000)
+STEADY = os.environ.get("BENCH_LIFECYCLE_STEADY", "production")
 BATCH = 5000
 MAX_ADDED = float(os.environ.get("BENCH_LIFECYCLE_MAX_ADDED", "0.10"))
 CACHE = Path(os.environ.get("BENCH_LIFECYCLE_CACHE", "/var/tmp/rating-worker-bench/lifecycle"))
@@ -92,11 +103,14 @@ EMPTY = "lifecycle_empty"
 # one core for index builds (a neighbour's tests may be running on the other).
 BUILD_SETTINGS = {"max_wal_size": "4GB", "checkpoint_timeout": "1h", "autovacuum": "off",
                   "max_parallel_maintenance_workers": "0"}
+PRODUCTION = f"production ({SHARED_BUFFERS})"
 #: name -> the server's settings for the runs
 RUN_SETTINGS = {
     "default memory": REALISTIC_PG_SETTINGS,
-    f"production ({SHARED_BUFFERS})": {**PG_SETTINGS, "shared_buffers": SHARED_BUFFERS},
+    PRODUCTION: {**PG_SETTINGS, "shared_buffers": SHARED_BUFFERS},
 }
+COLD = "right after a checkpoint, cold buffers"
+WARM = f"steady: after {WARMUP:,} games since the checkpoint"
 BUILD_FORMAT = 1  # bench/grown.py's rows: raise when they change, so that a cache of the old ones is not used
 
 
@@ -174,10 +188,22 @@ class Run:
     full_pages: float  # a game
     history_bytes: float  # a game: rating_changes' growth (heap, TOAST, indexes)
     processed_bytes: float  # a game: processed_messages' growth
+    checkpoints: int  # checkpoints PostgreSQL began during the measured games (none is ours)
+    warmup_checkpoints: int  # ... and during the unmeasured warm-up before them (0 without one)
+
+
+LAST_ID = "SELECT coalesce(max(id), 0) FROM rating_changes"
 
 
 async def _table_sizes(conn) -> tuple[int, int]:
     return tuple([await conn.fetchval(grown_load.TOTAL_SIZE, t) or 0 for t in ("rating_changes", "processed_messages")])
+
+
+async def _checkpoints(conn) -> int:
+    """The checkpoints the server has begun (timed or requested) since its statistics were reset."""
+    if conn.get_server_version().major >= 17:
+        return await conn.fetchval("SELECT num_timed + num_requested FROM pg_stat_checkpointer")
+    return await conn.fetchval("SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter")
 
 
 async def _until_rated(conn, total: int, base: int, proc, label: str) -> float:
@@ -188,7 +214,7 @@ async def _until_rated(conn, total: int, base: int, proc, label: str) -> float:
     last_print = progress_at = time.perf_counter()
     done_before = -1
     while True:
-        done = (await conn.fetchval("SELECT coalesce(max(id), 0) FROM rating_changes") - base) // 2
+        done = (await conn.fetchval(LAST_ID) - base) // 2
         now = time.perf_counter()
         if done and first is None:
             first, n_first = now, done
@@ -206,25 +232,45 @@ async def _until_rated(conn, total: int, base: int, proc, label: str) -> float:
         await asyncio.sleep(0.05)
 
 
-async def measure(pg, broker, log: Path, url: str, values: list[bytes], label: str, **settings) -> Run:
-    """One worker over `values` on the database at `url`, right after a CHECKPOINT; `settings`: the
-    worker's."""
+async def _new_topic(broker, values: list[bytes]) -> str:
+    """A new input topic holding `values` (with the worker's output and DLQ topics); its tag."""
     tag = f"lc-{uuid.uuid4().hex[:8]}"
     await dev.create_topics(broker.bootstrap_servers, {f"in-{tag}": 3, f"out-{tag}": 3, f"dlq-{tag}": 1})
     await produce_any(broker.bootstrap_servers, f"in-{tag}", values)
+    return tag
+
+
+async def _rate(conn, url: str, broker, tag: str, n: int, log: Path, label: str, settings: dict) -> float:
+    """Games/s of one worker rating the n games of topic `tag` into the database at `url`; it is stopped
+    once they are."""
+    base = await conn.fetchval(LAST_ID)
+    proc = start_worker(worker_env(url, broker.bootstrap_servers, tag, batch_size=BATCH, **settings), log)
+    try:
+        return await _until_rated(conn, n, base, proc, label)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+
+
+async def measure(pg, broker, log: Path, url: str, values: list[bytes], label: str, warmup: list[bytes] = (),
+                  **settings) -> Run:
+    """One worker over `values` on the database at `url` after a CHECKPOINT: right after it, or, given a
+    `warmup`, once a worker of its own has rated those first, unmeasured, with no CHECKPOINT of ours between
+    (two runs rather than one, so that the counters at the boundary are exact: a running worker's backends
+    report their WAL statistics up to a second late). `settings`: the worker's."""
+    tags = [await _new_topic(broker, v) for v in (warmup, values) if v]  # both before the first run starts
     conn = await asyncpg.connect(url)
     try:
-        base = await conn.fetchval("SELECT coalesce(max(id), 0) FROM rating_changes")
         await conn.execute("CHECKPOINT")
+        await asyncio.sleep(1)  # the checkpointer reports its counters just after the CHECKPOINT returns
+        at_checkpoint = await _checkpoints(conn)
+        if warmup:
+            await _rate(conn, url, broker, tags[0], len(warmup), log, f"{label}, warm-up", settings)
+        base = await conn.fetchval(LAST_ID)
         sizes = await _table_sizes(conn)
-        before = await io_counters(pg)
-        proc = start_worker(worker_env(url, broker.bootstrap_servers, tag, batch_size=BATCH, **settings), log)
-        try:
-            rate = await _until_rated(conn, len(values), base, proc, label)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
-        after = await io_counters(pg)
+        before, at_start = await io_counters(pg), await _checkpoints(conn)
+        rate = await _rate(conn, url, broker, tags[-1], len(values), log, label, settings)
+        after, at_end = await io_counters(pg), await _checkpoints(conn)
         grown_by = [b - a for a, b in zip(sizes, await _table_sizes(conn), strict=True)]
         written = await conn.fetchval("SELECT count(*) FROM rating_changes WHERE id > $1", base)
     finally:
@@ -234,16 +280,56 @@ async def measure(pg, broker, log: Path, url: str, values: list[bytes], label: s
         raise RuntimeError(f"{label}: {written:,} history rows for {n:,} games")
     wal = (after["wal_mib"] - before["wal_mib"]) * 1048576 / n if before and after else float("nan")
     fpi = (after["full_pages_logged"] - before["full_pages_logged"]) / n if before and after else float("nan")
-    return Run(rate, wal, fpi, grown_by[0] / n, grown_by[1] / n)
+    return Run(rate, wal, fpi, grown_by[0] / n, grown_by[1] / n, at_end - at_start, at_start - at_checkpoint)
 
 
 def describe(run: Run) -> str:
     return (f"{run.rate:,.0f} games/s; WAL {run.wal_bytes / 1000:,.1f} kB and {run.full_pages:.2f} full pages a game; "
-            f"disk a game: history {run.history_bytes:,.0f} B, processed ids {run.processed_bytes:,.0f} B")
+            f"disk a game: history {run.history_bytes:,.0f} B, processed ids {run.processed_bytes:,.0f} B; "
+            f"checkpoints begun by PostgreSQL: {run.warmup_checkpoints} in the warm-up, {run.checkpoints} measured")
 
 
-async def rounds(pg, broker, log: Path, entry: Path, meta: dict, setting: str) -> dict[str, list[Run]]:
-    """ROUNDS interleaved pairs of runs, empty and grown, at one setting of the server."""
+def _steady_at(setting: str) -> bool:
+    return STEADY == "all" or (STEADY == "production" and setting == PRODUCTION)
+
+
+async def _run_on(pg, broker, log: Path, kind: str, games: tuple[list, list], label: str, window: dict) -> Run:
+    """measure() on the grown database, or on a fresh copy of the empty one."""
+    warmup, values = games
+    if kind == "grown":
+        return await measure(pg, broker, log, pg.url_for(GROWN), values, label, warmup, **window)
+    url = await copy_db(pg, EMPTY, "lifecycle_empty_run")
+    try:
+        return await measure(pg, broker, log, url, values, label, warmup, **window)
+    finally:
+        await drop_db(pg, "lifecycle_empty_run")
+
+
+async def _round(pg, broker, log: Path, entry: Path, meta: dict, setting: str, n: int, runs: dict, window: dict):
+    """Round n: each measure in `runs`, on both databases, interleaved (empty, grown; grown, empty; ...),
+    on the same games: the cold measure's, then the steady measure's warm-up and games, later in message
+    time."""
+    plan = Plan(**meta["plan"])
+    start = plan.end + meta["games_added"] * plan.spacing  # after the grown database's last game
+    games = {COLD: ([], platform_games(GAMES, ACTIVE, start, plan.spacing))}
+    if WARM in runs:
+        both = platform_games(WARMUP + GAMES, ACTIVE, start + GAMES * plan.spacing, plan.spacing)
+        games[WARM] = (both[:WARMUP], both[WARMUP:])
+    for measured, by_kind in runs.items():
+        for kind in (("empty", "grown") if n % 2 == 0 else ("grown", "empty")):
+            label = f"{setting}, {measured}, round {n + 1}, {kind}"
+            by_kind[kind].append(await _run_on(pg, broker, log, kind, games[measured], label, window))
+            if kind == "grown":
+                meta["games_added"] += sum(map(len, games[measured]))
+                _write_meta(entry, meta)
+            say(f"{label}: {describe(by_kind[kind][-1])}")
+        say(f"{setting}, {measured}, round {n + 1}: grown/empty "
+            f"{by_kind['grown'][-1].rate / by_kind['empty'][-1].rate:.2f}")
+
+
+async def rounds(pg, broker, log: Path, entry: Path, meta: dict, setting: str) -> dict[str, dict[str, list[Run]]]:
+    """ROUNDS rounds at one setting of the server: measure (COLD, and WARM where STEADY asks) -> database
+    (empty, grown) -> its runs."""
     plan = Plan(**meta["plan"])
     # Retention (DEDUPE_WINDOW_DAYS) would remove the grown database's oldest ids during the runs: all of
     # them that aged past the window since the build, in chunks back to back, and from the cache for good.
@@ -251,24 +337,11 @@ async def rounds(pg, broker, log: Path, entry: Path, meta: dict, setting: str) -
     # against the runs' thousands): no part of the figures. So the window covers the grown database's ids.
     # (Never shorter than its default, which the worker checks against the topics' retention.)
     window = {"dedupe_window_days": max(Config.dedupe_window_days, math.ceil((time.time() - plan.start) / DAY) + 1)}
+    runs = {measured: {"empty": [], "grown": []} for measured in (COLD, WARM) if measured == COLD or _steady_at(setting)}
     await new_database(pg.url, EMPTY, migrated=True)
-    runs: dict[str, list[Run]] = {"empty": [], "grown": []}
     try:
         for n in range(ROUNDS):
-            start = plan.end + meta["games_added"] * plan.spacing  # after the grown database's last game
-            values = platform_games(GAMES, ACTIVE, start, plan.spacing)
-            for kind in (("empty", "grown") if n % 2 == 0 else ("grown", "empty")):
-                label = f"{setting}, round {n + 1}, {kind}"
-                if kind == "grown":
-                    runs[kind].append(await measure(pg, broker, log, pg.url_for(GROWN), values, label, **window))
-                    meta["games_added"] += len(values)
-                    _write_meta(entry, meta)
-                else:
-                    url = await copy_db(pg, EMPTY, "lifecycle_empty_run")
-                    runs[kind].append(await measure(pg, broker, log, url, values, label, **window))
-                    await drop_db(pg, "lifecycle_empty_run")
-                say(f"{label}: {describe(runs[kind][-1])}")
-            say(f"{setting}, round {n + 1}: grown/empty {runs['grown'][-1].rate / runs['empty'][-1].rate:.2f}")
+            await _round(pg, broker, log, entry, meta, setting, n, runs, window)
     finally:
         await drop_db(pg, EMPTY)
     return runs
@@ -296,39 +369,64 @@ def _median(runs: list[Run], field: str) -> float:
     return statistics.median(getattr(r, field) for r in runs)
 
 
-def report(results: dict[str, dict[str, list[Run]]], plan: Plan, seconds: float) -> None:
+def _ratios(runs: dict[str, list[Run]]) -> str:
+    """The median grown/empty and each round's, e.g. "**-5%** (-4%, -5%, -7%)"."""
+    ratios = [g.rate / e.rate for e, g in zip(runs["empty"], runs["grown"], strict=True)]
+    return f"**{statistics.median(ratios) - 1:+.0%}** ({', '.join(f'{r - 1:+.0%}' for r in ratios)})"
+
+
+def _checkpoints_inside(runs: list[Run], measured: str) -> str:
+    """The checkpoints PostgreSQL began inside the runs (all rounds): during the warm-ups, and measured."""
+    warm = f"{sum(r.warmup_checkpoints for r in runs)} in warm-ups, " if measured == WARM else ""
+    return f"{warm}{sum(r.checkpoints for r in runs)} measured"
+
+
+def _print_table(results: dict[str, dict[str, dict[str, list[Run]]]]) -> None:
+    print("| PostgreSQL | measure | database | games/s | grown/empty (rounds) | WAL a game | full pages a game "
+          "| history a game | processed ids a game | checkpoints begun inside |\n|---|---|---|---|---|---|---|---|---|---|")
+    for setting, measures in results.items():
+        for measured, runs in measures.items():
+            for kind in ("empty", "grown"):
+                r = runs[kind]
+                print(f"| {setting} | {measured} | {kind} | {_median(r, 'rate'):,.0f} "
+                      f"| {_ratios(runs) if kind == 'grown' else ''} | {_median(r, 'wal_bytes') / 1000:,.1f} kB "
+                      f"| {_median(r, 'full_pages'):.2f} | {_median(r, 'history_bytes'):,.0f} B "
+                      f"| {_median(r, 'processed_bytes'):,.0f} B | {_checkpoints_inside(r, measured)} |")
+
+
+def _print_docs_rows(results: dict[str, dict[str, dict[str, list[Run]]]], plan: Plan, command: str) -> None:
+    print("\nFor docs/performance.md's table (| figure | against its baseline, same run | absolute | command |):")
+    for setting, measures in results.items():
+        for measured, runs in measures.items():
+            e, g = runs["empty"], runs["grown"]
+            print(f"| lifecycle: {GAMES:,} CSR games among {ACTIVE:,} players on a database grown by {plan.games:,} "
+                  f"games ({2 * plan.games:,} history rows, random UUID keys) against an empty one, PostgreSQL "
+                  f"{setting}, {measured} | {_ratios(runs).replace('(', '(rounds ')} "
+                  f"| {_median(g, 'rate'):,.0f} vs {_median(e, 'rate'):,.0f} games/s; WAL "
+                  f"{_median(g, 'wal_bytes') / 1000:,.1f} vs {_median(e, 'wal_bytes') / 1000:,.1f} kB and "
+                  f"{_median(g, 'full_pages'):.2f} vs {_median(e, 'full_pages'):.2f} full pages a game; disk "
+                  f"{_median(g, 'history_bytes'):,.0f} B history + {_median(g, 'processed_bytes'):,.0f} B processed "
+                  f"ids a game (medians) | `{command}` |")
+
+
+def report(results: dict[str, dict[str, dict[str, list[Run]]]], plan: Plan, seconds: float) -> None:
     command = "./dev bench lifecycle" + (" (BENCH_LIFECYCLE_QUICK=1)" if QUICK else "")
     print(f"\n{cpu_model()}, {os.cpu_count()} CPUs, {datetime.now(UTC):%Y-%m-%d}; embedded broker and PostgreSQL "
           f"(durable commits) on the same machine; `{command}`, {seconds / 60:.0f} min")
     print(f"{GAMES:,} CSR games among {ACTIVE:,} players, batch {BATCH:,}, against an empty database and one grown by "
           f"{plan.games:,} games ({2 * plan.games:,} history rows, {plan.players:,} players); medians of {ROUNDS} "
-          f"interleaved round(s)\n")
-    print("| PostgreSQL | database | games/s | grown/empty (rounds) | WAL a game | full pages a game "
-          "| history a game | processed ids a game |\n|---|---|---|---|---|---|---|---|")
-    for setting, runs in results.items():
-        ratios = [g.rate / e.rate for e, g in zip(runs["empty"], runs["grown"], strict=True)]
-        for kind in ("empty", "grown"):
-            ratio = (f"**{statistics.median(ratios) - 1:+.0%}** ({', '.join(f'{r - 1:+.0%}' for r in ratios)})"
-                     if kind == "grown" else "")
-            print(f"| {setting} | {kind} | {_median(runs[kind], 'rate'):,.0f} | {ratio} "
-                  f"| {_median(runs[kind], 'wal_bytes') / 1000:,.1f} kB | {_median(runs[kind], 'full_pages'):.2f} "
-                  f"| {_median(runs[kind], 'history_bytes'):,.0f} B | {_median(runs[kind], 'processed_bytes'):,.0f} B |")
-    print("\nFor docs/performance.md's table (| figure | against its baseline, same run | absolute | command |):")
-    for setting, runs in results.items():
-        ratios = [g.rate / e.rate for e, g in zip(runs["empty"], runs["grown"], strict=True)]
-        e, g = runs["empty"], runs["grown"]
-        print(f"| lifecycle: {GAMES:,} CSR games among {ACTIVE:,} players on a database grown by {plan.games:,} games "
-              f"({2 * plan.games:,} history rows, random UUID keys) against an empty one, PostgreSQL {setting} "
-              f"| **{statistics.median(ratios) - 1:+.0%}** (rounds {', '.join(f'{r - 1:+.0%}' for r in ratios)}) "
-              f"| {_median(g, 'rate'):,.0f} vs {_median(e, 'rate'):,.0f} games/s; WAL {_median(g, 'wal_bytes') / 1000:,.1f}"
-              f" vs {_median(e, 'wal_bytes') / 1000:,.1f} kB and {_median(g, 'full_pages'):.2f} vs "
-              f"{_median(e, 'full_pages'):.2f} full pages a game; disk {_median(g, 'history_bytes'):,.0f} B history + "
-              f"{_median(g, 'processed_bytes'):,.0f} B processed ids a game (medians) | `{command}` |")
+          f"interleaved round(s). Measures: {COLD}" + (f"; {WARM} (the worker rated {WARMUP:,} other games first, "
+          f"unmeasured, in a worker of its own, on each database, the empty one included)" if STEADY != "off" else "")
+          + "\n")
+    _print_table(results)
+    _print_docs_rows(results, plan, command)
 
 
 async def main() -> None:
     if ACTIVE > PLAYERS:
         raise SystemExit(f"BENCH_LIFECYCLE_ACTIVE={ACTIVE:,} is more than BENCH_LIFECYCLE_PLAYERS={PLAYERS:,}")
+    if STEADY not in ("all", "production", "off"):
+        raise SystemExit(f"BENCH_LIFECYCLE_STEADY={STEADY!r}: expected all, production or off")
     started = time.perf_counter()
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / ".lock", "w") as lock:
