@@ -668,7 +668,9 @@ BOUNDED_LABELS = {
     "result": "held or recomputed",
     "system": "the rating systems",
     "category": "their categories",
-    "task": "the pipeline's side tasks: relay, lag, broker probe",
+    "task": "the pipeline's side tasks: relay, lag, broker probe, retention",
+    "table": "the big tables an operator watches (worker.store.retention.BIG_TABLES)",
+    "part": "rows or indexes, of those tables",
 }
 
 
