@@ -9,6 +9,8 @@ advisory lock that one worker of the group holds at a time (the others skip), th
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import asyncpg
@@ -40,26 +42,31 @@ class Oldest:
     unrated_players: float | None
 
 
-async def _chunk(conn: asyncpg.Connection, query: str, *args) -> asyncpg.Record | None:
-    """One chunk in its own transaction; None when another worker holds retention's lock."""
+@asynccontextmanager
+async def _chunk(conn: asyncpg.Connection) -> AsyncIterator[bool]:
+    """One chunk's own transaction: True when this worker holds retention's lock (False: another one does)."""
     async with conn.transaction():
         await conn.execute(QUERIES["retention_limits"], LOCK_TIMEOUT, STATEMENT_TIMEOUT)
-        if not await conn.fetchval(QUERIES["retention_lock"]):
-            return None
-        return await conn.fetchrow(QUERIES[query], *args)
+        yield await conn.fetchval(QUERIES["retention_lock"])
 
 
 async def remove_processed(conn: asyncpg.Connection, outcome: str, window_s: float, limit: int) -> Removed | None:
     """Up to `limit` ids of this outcome stored more than `window_s` ago, oldest first, with their unrated
     rows; None when another worker is removing."""
-    row = await _chunk(conn, "retention_processed", outcome, float(window_s), limit)
-    return None if row is None else Removed(row["ids"], row["unrated"])
+    async with _chunk(conn) as mine:
+        if not mine:
+            return None
+        row = await conn.fetchrow(QUERIES["retention_processed"], outcome, float(window_s), limit)
+    return Removed(row["ids"], row["unrated"])
 
 
 async def remove_unrated(conn: asyncpg.Connection, window_s: float, limit: int) -> Removed | None:
     """Up to `limit` unrated rows stored more than `window_s` ago; None when another worker is removing."""
-    row = await _chunk(conn, "retention_unrated", float(window_s), limit)
-    return None if row is None else Removed(0, row[0])
+    async with _chunk(conn) as mine:
+        if not mine:
+            return None
+        row = await conn.fetchrow(QUERIES["retention_unrated"], float(window_s), limit)
+    return Removed(0, row[0])
 
 
 async def oldest(conn: asyncpg.Connection) -> Oldest:
