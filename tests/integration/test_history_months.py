@@ -183,7 +183,17 @@ async def test_migrating_an_existing_history_keeps_it_as_its_first_partition(pos
         if not ahead:  # the command of the new version on the old schema: one line that says what to do
             old = history(url)
             assert old.returncode == 3 and "rating-worker migrate" in old.stderr and old.stderr.count("\n") == 1, old
+        # Grants on the history follow it to the new parent: a role's, and PUBLIC's.
+        await fetch(url, "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'history reader') "
+                         "THEN CREATE ROLE \"history reader\"; END IF; END $$")
+        await fetch(url, 'GRANT SELECT, UPDATE ON rating_changes TO "history reader"')
+        await fetch(url, "GRANT SELECT ON rating_changes TO PUBLIC")
         assert await migrate(url) == ["0012_history_partitions"]
+        grants = await fetch(url, "SELECT a.grantee = 0 AS public, a.privilege_type FROM pg_class AS c, "
+                                  "aclexplode(c.relacl) AS a WHERE c.oid = 'rating_changes'::regclass "
+                                  "AND a.grantee <> c.relowner AND (a.grantee = 0 OR "
+                                  "pg_get_userbyid(a.grantee) = 'history reader') ORDER BY 1, 2")
+        assert [tuple(g) for g in grants] == [(False, "SELECT"), (False, "UPDATE"), (True, "SELECT")]
         assert await fetch(url, HISTORY) == before and await fetch(url, "SELECT * FROM published_changes "
                                                                          "ORDER BY id") == views
         bound = "2027_04" if ahead else (datetime.now(UTC).replace(day=1) + timedelta(days=32)).strftime("%Y_%m")

@@ -161,14 +161,18 @@ class MonthAdmin:
         return [MonthInfo(*row) for row in await self.conn.fetch(QUERIES["months_list"])]
 
     async def count(self, name: str) -> int:
-        return await self.conn.fetchval(await self.conn.fetchval(QUERIES["months_count"], name))
+        return await self.conn.fetchval(QUERIES["months_count"], name)
 
     async def unpublished(self, name: str) -> int:
         return await self.conn.fetchval(QUERIES["months_unpublished"], name)
 
     async def detach(self, name: str, finalize: bool = False) -> None:
-        await self.conn.execute(await self.conn.fetchval(
-            QUERIES["months_detach_finalize" if finalize else "months_detach"], name))
+        # The one statement built by the server (queries.sql months_detach): DETACH ... CONCURRENTLY runs
+        # neither in a function nor in a transaction block, and DDL takes no parameters.
+        if finalize:
+            await self.conn.execute(await self.conn.fetchval(QUERIES["months_detach_finalize"], name))
+        else:
+            await self.conn.execute(await self.conn.fetchval(QUERIES["months_detach"], name))
 
     async def archive(self, name: str, output: Callable[[bytes], Awaitable[None]]) -> int:
         """COPY the month as CSV with a header line (loaded back by COPY ... FROM ... (FORMAT csv, HEADER
@@ -177,7 +181,7 @@ class MonthAdmin:
         return int(status.split()[-1])
 
     async def mark_archived(self, name: str, note: str) -> None:
-        await self.conn.execute(await self.conn.fetchval(QUERIES["months_mark_archived"], name, note))
+        await self.conn.execute(QUERIES["months_mark_archived"], name, note)
 
     async def drop(self, name: str) -> None:
-        await self.conn.execute(await self.conn.fetchval(QUERIES["months_drop"], name))
+        await self.conn.execute(QUERIES["months_drop"], name)

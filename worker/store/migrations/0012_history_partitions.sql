@@ -72,7 +72,7 @@ BEGIN
     IF covering IS NOT NULL THEN
         RETURN covering;
     END IF;
-    WHILE to_regclass(quote_ident(name)) IS NOT NULL LOOP
+    WHILE EXISTS (SELECT 1 FROM pg_class WHERE relname = name AND relnamespace = current_schema()::regnamespace) LOOP
         n := n + 1;
         name := 'rating_changes_' || to_char(first, 'YYYY_MM') || '_' || n;
     END LOOP;
@@ -108,6 +108,58 @@ BEGIN
 END
 $$;
 
+-- `rating-worker history`'s statements on one month, which name it: DDL takes no parameters, so the name is
+-- given to these functions as a value and quoted here (%I), after it is checked to be a month of the history
+-- (a table named as rating_changes_add_month and the migration name them). The client sends only `SELECT
+-- f($1)`. (DETACH ... CONCURRENTLY can run neither in a function nor in a transaction: queries.sql has it.)
+CREATE FUNCTION rating_changes_month_table(month_name text) RETURNS regclass LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    found regclass;
+BEGIN
+    IF month_name !~ '^rating_changes_(before_)?[0-9]{4}_[0-9]{2}(_[0-9]+)?$' THEN
+        RAISE EXCEPTION 'not a month of the history: %', month_name USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT c.oid INTO found FROM pg_class AS c
+    WHERE c.relname = month_name AND c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace;
+    IF found IS NULL THEN
+        RAISE EXCEPTION 'no month of the history named %', month_name USING ERRCODE = 'undefined_table';
+    END IF;
+    RETURN found;
+END
+$$;
+
+-- The rows of a month (a read of the whole month).
+CREATE FUNCTION rating_changes_month_rows(month_name text) RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    n bigint;
+BEGIN
+    PERFORM rating_changes_month_table(month_name);
+    EXECUTE format('SELECT count(*) FROM %I', month_name) INTO n;
+    RETURN n;
+END
+$$;
+
+-- What `history archive` wrote of a month, kept as its table's comment.
+CREATE FUNCTION rating_changes_mark_archived(month_name text, note text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM rating_changes_month_table(month_name);
+    EXECUTE format('COMMENT ON TABLE %I IS %L', month_name, note);
+END
+$$;
+
+-- A detached month dropped (refused while it is a partition of the history: detach it first).
+CREATE FUNCTION rating_changes_drop_month(month_name text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    month regclass := rating_changes_month_table(month_name);
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = month) THEN
+        RAISE EXCEPTION '% is a partition of the history: detach it first', month_name
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    EXECUTE format('DROP TABLE %I', month_name);
+END
+$$;
+
 -- The table as it stands becomes the parent's first partition (or goes, when empty).
 DO $$
 DECLARE
@@ -122,16 +174,22 @@ BEGIN
     CREATE TABLE rating_changes (LIKE rating_changes_unpartitioned INCLUDING DEFAULTS)
         PARTITION BY RANGE (changed_at);
     -- The ids' sequence follows the history, not its first partition (dropped one day, and the sequence with it).
-    EXECUTE format('ALTER SEQUENCE %s OWNED BY rating_changes.id',
-                   pg_get_serial_sequence('rating_changes_unpartitioned', 'id'));
+    ALTER SEQUENCE rating_changes_id_seq OWNED BY rating_changes.id;  -- 0001's bigserial
     -- Whoever could read or write the history still can (the read-only role of deploy/postgres).
     FOR grant_row IN
-        SELECT a.privilege_type,
-               CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END AS who
+        SELECT a.privilege_type AS privilege, a.grantee = 0 AS to_public, pg_get_userbyid(a.grantee) AS grantee_name
         FROM pg_class AS c CROSS JOIN LATERAL aclexplode(c.relacl) AS a
         WHERE c.oid = old_table AND a.grantee <> c.relowner
     LOOP
-        EXECUTE format('GRANT %s ON rating_changes TO %s', grant_row.privilege_type, grant_row.who);
+        -- A privilege is a keyword (no %I for it): one of PostgreSQL's table privileges, or nothing is run.
+        IF grant_row.privilege NOT IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES',
+                                       'TRIGGER', 'MAINTAIN') THEN
+            RAISE EXCEPTION 'rating_changes: unexpected privilege %', grant_row.privilege;
+        ELSIF grant_row.to_public THEN
+            EXECUTE format('GRANT %s ON rating_changes TO PUBLIC', grant_row.privilege);
+        ELSE
+            EXECUTE format('GRANT %s ON rating_changes TO %I', grant_row.privilege, grant_row.grantee_name);
+        END IF;
     END LOOP;
 
     IF NOT EXISTS (SELECT 1 FROM rating_changes_unpartitioned) THEN

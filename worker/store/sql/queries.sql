@@ -434,30 +434,33 @@ WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
 ORDER BY c.relname;
 
 -- name: months_count
--- $1 a month's name: the statement that counts its rows (a read of the whole month).
-SELECT format('SELECT count(*) FROM %I', $1::text);
+-- $1 a month's name: its rows (a read of the whole month; migration 0012's function quotes the name).
+SELECT rating_changes_month_rows($1::text);
 
 -- name: months_unpublished
 -- $1 a month's name: its history rows still in the outbox (changes the broker has not acknowledged).
 SELECT count(*) FROM outbox AS o JOIN rating_changes AS r ON r.id = o.change_id
-WHERE r.tableoid = to_regclass(quote_ident($1::text));
+WHERE r.tableoid = rating_changes_month_table($1::text);
 
 -- name: months_detach
 -- $1 a month's name: the statement that detaches it without blocking the batches (CONCURRENTLY: a SHARE
--- UPDATE EXCLUSIVE lock, then a wait for the transactions that could see it; never in a transaction block).
-SELECT format('ALTER TABLE rating_changes DETACH PARTITION %I CONCURRENTLY', $1::text);
+-- UPDATE EXCLUSIVE lock, then a wait for the transactions that could see it). The one statement the server
+-- builds for the client to run (with the next): DETACH ... CONCURRENTLY can run neither in a transaction
+-- block nor in a function, and DDL takes no parameters; the name is quoted here (%I) and checked first by
+-- rating_changes_month_table (tests/unit/test_hostile_input.py names these two).
+SELECT format('ALTER TABLE rating_changes DETACH PARTITION %I CONCURRENTLY', rating_changes_month_table($1::text)::text);
 
 -- name: months_detach_finalize
 -- $1 a month's name: the statement that completes a detach that was interrupted.
-SELECT format('ALTER TABLE rating_changes DETACH PARTITION %I FINALIZE', $1::text);
+SELECT format('ALTER TABLE rating_changes DETACH PARTITION %I FINALIZE', rating_changes_month_table($1::text)::text);
 
 -- name: months_mark_archived
 -- $1 a month's name, $2 what the archive was (the file, its rows and bytes, when): kept as the table's comment.
-SELECT format('COMMENT ON TABLE %I IS %L', $1::text, $2::text);
+SELECT rating_changes_mark_archived($1::text, $2::text);
 
 -- name: months_drop
--- $1 a month's name: the statement that drops it (a detached month: no lock on the history).
-SELECT format('DROP TABLE %I', $1::text);
+-- $1 a month's name: dropped, once detached (no lock on the history; refused while attached).
+SELECT rating_changes_drop_month($1::text);
 
 
 -- ---------------------------------------------------------------------------------------------
