@@ -17,7 +17,8 @@ those players (the realistic case's model, with a platform's keys: random UUID i
 random UUID game ids, fresh in every round), one worker, batch 5,000, against the grown database and a
 copy of an empty migrated one, interleaved (empty, grown; grown, empty; ...), BENCH_LIFECYCLE_ROUNDS (3)
 rounds, on the same server, first at PostgreSQL's default memory (bench/common.py REALISTIC_PG_SETTINGS),
-then at production settings (PG_SETTINGS, shared_buffers BENCH_LIFECYCLE_SHARED_BUFFERS, 4GB). The
+then at production settings (PG_SETTINGS, shared_buffers BENCH_LIFECYCLE_SHARED_BUFFERS, 4GB; max_wal_size
+BENCH_LIFECYCLE_MAX_WAL_SIZE, PG_SETTINGS' 4GB). The
 grown rounds all run on the one grown database (copying 20 GB a round would take longer than the runs):
 each adds its games to it, 0.5% of its 20,000,000 a round; the runs' additions are counted in the
 cache's meta.json and printed, and past BENCH_LIFECYCLE_MAX_ADDED (10%) of the build the cache is built
@@ -96,6 +97,9 @@ MAX_ADDED = float(os.environ.get("BENCH_LIFECYCLE_MAX_ADDED", "0.10"))
 CACHE = Path(os.environ.get("BENCH_LIFECYCLE_CACHE", "/var/tmp/rating-worker-bench/lifecycle"))
 BUILD_ONLY = os.environ.get("BENCH_LIFECYCLE_BUILD_ONLY", "") not in ("", "0")
 SHARED_BUFFERS = os.environ.get("BENCH_LIFECYCLE_SHARED_BUFFERS", "4GB")
+# PG_SETTINGS' 4GB by default: at a grown database's ~10 kB of WAL a game that is a checkpoint every ~200,000
+# games (max_wal_size / (1 + checkpoint_completion_target)); 16GB spaces them by time instead (docs/performance.md).
+MAX_WAL_SIZE = os.environ.get("BENCH_LIFECYCLE_MAX_WAL_SIZE", PG_SETTINGS["max_wal_size"])
 GROWN = "grown"
 EMPTY = "lifecycle_empty"
 # The build's server: nothing of it is measured. No fsync, no full pages (a crash loses the build, which is
@@ -103,11 +107,12 @@ EMPTY = "lifecycle_empty"
 # one core for index builds (a neighbour's tests may be running on the other).
 BUILD_SETTINGS = {"max_wal_size": "4GB", "checkpoint_timeout": "1h", "autovacuum": "off",
                   "max_parallel_maintenance_workers": "0"}
-PRODUCTION = f"production ({SHARED_BUFFERS})"
+PRODUCTION = f"production ({SHARED_BUFFERS}" + ("" if MAX_WAL_SIZE == PG_SETTINGS["max_wal_size"] else
+                                               f", max_wal_size {MAX_WAL_SIZE}") + ")"
 #: name -> the server's settings for the runs
 RUN_SETTINGS = {
     "default memory": REALISTIC_PG_SETTINGS,
-    PRODUCTION: {**PG_SETTINGS, "shared_buffers": SHARED_BUFFERS},
+    PRODUCTION: {**PG_SETTINGS, "shared_buffers": SHARED_BUFFERS, "max_wal_size": MAX_WAL_SIZE},
 }
 COLD = "right after a checkpoint, cold buffers"
 WARM = f"steady: after {WARMUP:,} games since the checkpoint"
