@@ -47,10 +47,12 @@ ORDER BY p.player_id
 FOR UPDATE OF p;
 
 -- name: processed
--- $1 jsonb [[source, id], ...]: the pairs already processed.
+-- $1 jsonb [[source, id], ...]: the pairs already processed. Found by their digest (index
+-- processed_messages_key, migration 0013), the texts compared as well.
 SELECT m.source, m.id
 FROM jsonb_array_elements($1::jsonb) AS e
-JOIN processed_messages AS m ON m.source = e->>0 AND m.id = e->>1;
+JOIN processed_messages AS m
+  ON message_key(m.source, m.id) = message_key(e->>0, e->>1) AND m.source = e->>0 AND m.id = e->>1;
 
 -- name: closed_accounts
 -- $1 jsonb array of player ids: those closed for fair play, with the closure time (epoch
@@ -188,7 +190,8 @@ processed AS (
 repeats AS (
     UPDATE processed_messages AS m SET duplicates = m.duplicates + s.duplicates
     FROM staged_processed AS s
-    WHERE s.outcome = 'duplicate' AND m.source = s.source AND m.id = s.id
+    WHERE s.outcome = 'duplicate' AND message_key(m.source, m.id) = message_key(s.source, s.id)
+      AND m.source = s.source AND m.id = s.id
 ),
 unrated AS (
     INSERT INTO unrated_players (player_id, source, id, system, reason, message_at)
@@ -610,14 +613,16 @@ LEFT JOIN rating_changes AS r ON r.id = o.change_id;
 -- here: a player has few).
 SELECT u.system, u.reason, u.message_at, u.source, u.id, m.type, m.ref
 FROM unrated_players AS u
-JOIN processed_messages AS m ON m.source = u.source AND m.id = u.id
+JOIN processed_messages AS m
+  ON message_key(m.source, m.id) = message_key(u.source, u.id) AND m.source = u.source AND m.id = u.id
 WHERE u.player_id = $1 AND ($3::text IS NULL OR u.system = $3)
 ORDER BY u.message_at DESC NULLS LAST, u.source, u.id
 LIMIT $2;
 
 -- name: message_processed
 -- $1 source, $2 id: the processed message (no row: never processed).
-SELECT type, outcome, reason, ref, duplicates, processed_at FROM processed_messages WHERE source = $1 AND id = $2;
+SELECT type, outcome, reason, ref, duplicates, processed_at FROM processed_messages
+WHERE message_key(source, id) = message_key($1, $2) AND source = $1 AND id = $2;
 
 -- name: message_changes_by_ref
 -- $1 source, $2 id, $3 its ref (game, competition or puzzle id): the rating changes it caused (index

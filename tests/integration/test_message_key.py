@@ -1,0 +1,67 @@
+"""Processed ids unique by message_key(source, id) (migration 0013) against a real PostgreSQL: the digest is
+the one the migration documents, pairs that read alike when joined stay apart, texts with backslashes and
+non-ASCII survive it, and every statement that finds a processed id by (source, id) is answered by the
+digest's index (the planner matches it only when the statement's expression is the index's own).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import asyncpg
+import orjson
+import pytest
+
+from worker.store.queries import QUERIES
+
+pytestmark = pytest.mark.timeout(60)
+
+# (source, id) pairs that a careless digest would mix up: the same bytes joined, escapes, non-ASCII.
+PAIRS = [("/a", "bc"), ("/ab", "c"), ("/a\\", "bc"), ("/a", "\\bc"), ("/s\\000", "id\\\\x"), ("/é", "ü-1"),
+         ("/gs/1", "0b1f6c1e-0000-4000-8000-000000000001")]
+
+
+def documented_key(source: str, id_: str) -> uuid.UUID:
+    """The first 16 bytes of SHA-256 over source, a zero byte, id (UTF-8), as migration 0013 says."""
+    return uuid.UUID(bytes=hashlib.sha256(source.encode() + b"\0" + id_.encode()).digest()[:16])
+
+
+async def _store(conn, pairs) -> None:
+    await conn.executemany("INSERT INTO processed_messages (source, id, type, outcome) "
+                           "VALUES ($1, $2, 'game.finished', 'applied')", pairs)
+
+
+async def test_the_key_is_the_documented_digest_and_keeps_every_pair_apart(database_url):
+    conn = await asyncpg.connect(database_url)
+    try:
+        for source, id_ in PAIRS:
+            assert await conn.fetchval("SELECT message_key($1, $2)", source, id_) == documented_key(source, id_)
+        await _store(conn, PAIRS)  # the unique index refuses none of them
+        for source, id_ in PAIRS:
+            found = await conn.fetch(QUERIES["processed"], orjson.dumps([[source, id_], [source + "x", id_]]).decode())
+            assert [tuple(r) for r in found] == [(source, id_)]
+            assert (await conn.fetchrow(QUERIES["message_processed"], source, id_))["outcome"] == "applied"
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await _store(conn, PAIRS[:1])
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("name", ["processed", "message_processed", "player_unrated", "save"])
+async def test_statements_that_find_a_processed_id_use_the_digest_index(database_url, name):
+    """With sequential scans off, a statement whose expression is not the index's would still show one."""
+    args = {"processed": ['[["/gs/1", "x"]]'], "message_processed": ["/gs/1", "x"],
+            "player_unrated": ["p1", 10, None], "save": ["[]", "[]", True]}[name]
+    conn = await asyncpg.connect(database_url)
+    try:
+        await _store(conn, [(f"/gs/{i % 8}", str(uuid.uuid4())) for i in range(2000)])
+        await conn.execute("ANALYZE processed_messages")
+        await conn.execute(QUERIES["create_staging"])
+        await conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN {QUERIES[name]}", *args))
+        part = plan if name != "save" else plan[plan.index("Update on processed_messages"):]
+        assert "processed_messages_key" in part.split("Update on rating", 1)[0], plan
+        assert "Seq Scan on processed_messages" not in plan, plan
+    finally:
+        await conn.close()
