@@ -29,6 +29,7 @@ from worker import dev
 from worker.config import load as load_config
 from worker.dev import databases
 from worker.dev.broker import produce  # noqa: F401 - the tests' producer, shared with bench/
+from worker.store.migrate import available_migrations
 
 _counter = itertools.count()
 
@@ -131,6 +132,23 @@ class WorkerProcess:
             return self.proc.wait(timeout)
         finally:
             self.log.close()
+
+
+async def schema_before(url: str, version: int) -> None:
+    """The schema as the migrations before `version` left it, recorded as applied (a database of an older
+    worker, for a test of migrating it)."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+                           "applied_at timestamptz NOT NULL DEFAULT now(), checksum text NOT NULL)")
+        for m in available_migrations():
+            if m.version < version:
+                async with conn.transaction():
+                    await conn.execute(m.sql)
+                    await conn.execute("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                                       m.version, m.name, m.checksum)
+    finally:
+        await conn.close()
 
 
 async def read_topic(bootstrap: str, topic: str, at_least: int, timeout: float = 60.0) -> list:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import orjson
 
-from tests.integration.harness import empty_database
+from tests.integration.harness import empty_database, schema_before
 from worker.commands.backfill import backfill
 from worker.contract.decode import decode
 from worker.dev.api import ApiServer
@@ -28,7 +28,7 @@ from worker.dev.streams import TCS, game_event
 from worker.engine import apply_batch
 from worker.ratings.state import StateKey
 from worker.store.memory import MemoryStore
-from worker.store.migrate import available_migrations, migrate
+from worker.store.migrate import migrate
 from worker.store.postgres import PostgresStore, history_payloads
 
 BOUNDARY = datetime(2026, 11, 1, tzinfo=UTC)  # between the months 2026-10 and 2026-11
@@ -146,21 +146,6 @@ async def test_an_old_history_and_a_change_dated_ahead_get_their_months(database
     assert [r[0] for r in rows] == [1, 2, 3, 4, 5]
 
 
-async def schema_before_0012(url: str) -> None:
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-                           "applied_at timestamptz NOT NULL DEFAULT now(), checksum text NOT NULL)")
-        for m in available_migrations():
-            if m.version < 12:
-                async with conn.transaction():
-                    await conn.execute(m.sql)
-                    await conn.execute("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                                       m.version, m.name, m.checksum)
-    finally:
-        await conn.close()
-
-
 HISTORY = ("SELECT id, event_id, player_id, system, category, version, rating, delta, changed_at, after_rating "
            "FROM rating_changes ORDER BY id")
 
@@ -168,7 +153,7 @@ HISTORY = ("SELECT id, event_id, player_id, system, category, version, rating, d
 async def test_migrating_an_existing_history_keeps_it_as_its_first_partition(postgres):
     for ahead in (False, True):
         url = await empty_database(postgres)
-        await schema_before_0012(url)
+        await schema_before(url, 12)
         store = await PostgresStore.connect(url)
         store.months = None  # the worker of before 0012, which had no months to make
         try:
