@@ -151,6 +151,13 @@ async def schema_before(url: str, version: int) -> None:
         await conn.close()
 
 
+def message_key_function() -> str:
+    """Migration 0013's CREATE FUNCTION message_key, which this version's store calls: run on a schema from
+    before 0013, it lets the store write there as the older worker did (the migration replaces it)."""
+    sql = next(m.sql for m in available_migrations() if m.name == "0013_message_key")
+    return sql[sql.index("CREATE OR REPLACE FUNCTION message_key"):].split(";")[0]
+
+
 async def read_topic(bootstrap: str, topic: str, at_least: int, timeout: float = 60.0) -> list:
     """Every record of a topic from the start, waiting until there are at least `at_least`."""
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import orjson
 
-from tests.integration.harness import empty_database, schema_before
+from tests.integration.harness import empty_database, message_key_function, schema_before
 from worker.commands.backfill import backfill
 from worker.contract.decode import decode
 from worker.dev.api import ApiServer
@@ -154,6 +154,7 @@ async def test_migrating_an_existing_history_keeps_it_as_its_first_partition(pos
     for ahead in (False, True):
         url = await empty_database(postgres)
         await schema_before(url, 12)
+        await fetch(url, message_key_function())
         store = await PostgresStore.connect(url)
         store.months = None  # the worker of before 0012, which had no months to make
         try:
@@ -173,7 +174,7 @@ async def test_migrating_an_existing_history_keeps_it_as_its_first_partition(pos
                          "THEN CREATE ROLE \"history reader\"; END IF; END $$")
         await fetch(url, 'GRANT SELECT, UPDATE ON rating_changes TO "history reader"')
         await fetch(url, "GRANT SELECT ON rating_changes TO PUBLIC")
-        assert await migrate(url) == ["0012_history_partitions"]
+        assert await migrate(url) == ["0012_history_partitions", "0013_message_key"]
         grants = await fetch(url, "SELECT a.grantee = 0 AS public, a.privilege_type FROM pg_class AS c, "
                                   "aclexplode(c.relacl) AS a WHERE c.oid = 'rating_changes'::regclass "
                                   "AND a.grantee <> c.relowner AND (a.grantee = 0 OR "

@@ -6,6 +6,7 @@ digest's index (the planner matches it only when the statement's expression is t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
 
@@ -13,6 +14,8 @@ import asyncpg
 import orjson
 import pytest
 
+from tests.integration.harness import empty_database, message_key_function, schema_before
+from worker.store.migrate import MigrationError, migrate
 from worker.store.queries import QUERIES
 
 pytestmark = pytest.mark.timeout(60)
@@ -65,3 +68,76 @@ async def test_statements_that_find_a_processed_id_use_the_digest_index(database
         assert "Seq Scan on processed_messages" not in plan, plan
     finally:
         await conn.close()
+
+
+async def _old_database(postgres) -> str:
+    """A database of the worker before 0013 (primary key (source, id)) holding PAIRS as processed."""
+    url = await empty_database(postgres)
+    await schema_before(url, 13)
+    conn = await asyncpg.connect(url)
+    try:
+        await _store(conn, PAIRS)
+    finally:
+        await conn.close()
+    return url
+
+
+async def _indexes(url: str) -> list[tuple[str, bool]]:
+    conn = await asyncpg.connect(url)
+    try:
+        return [tuple(r) for r in await conn.fetch(
+            "SELECT indexrelid::regclass::text, indisunique FROM pg_index "
+            "WHERE indrelid = 'processed_messages'::regclass ORDER BY 1")]
+    finally:
+        await conn.close()
+
+
+async def test_migrating_keeps_every_processed_id_found(postgres):
+    url = await _old_database(postgres)
+    assert await migrate(url) == ["0013_message_key"]
+    assert await _indexes(url) == [("processed_messages_expiry", False), ("processed_messages_key", True)]
+    conn = await asyncpg.connect(url)
+    try:
+        found = await conn.fetch(QUERIES["processed"], orjson.dumps(PAIRS).decode())
+        assert sorted(tuple(r) for r in found) == sorted(PAIRS)
+    finally:
+        await conn.close()
+
+
+async def test_an_index_built_beforehand_is_used_and_a_failed_one_stops_the_migration(postgres):
+    """The operator's way to a migration that waits for no index build (docs/operations.md): function and
+    index made CONCURRENTLY while the workers run. A build that failed leaves an invalid index, which must
+    not stand in for the primary key."""
+    prebuild = f"{message_key_function()}; CREATE UNIQUE INDEX CONCURRENTLY processed_messages_key " \
+               "ON processed_messages (message_key(source, id))"
+    url = await _old_database(postgres)
+    conn = await asyncpg.connect(url)
+    try:
+        for statement in prebuild.split("; "):
+            await conn.execute(statement)
+        oid = await conn.fetchval("SELECT 'processed_messages_key'::regclass::oid")
+    finally:
+        await conn.close()
+    assert await migrate(url) == ["0013_message_key"]
+    assert await _indexes(url) == [("processed_messages_expiry", False), ("processed_messages_key", True)]
+    conn = await asyncpg.connect(url)
+    try:
+        assert await conn.fetchval("SELECT 'processed_messages_key'::regclass::oid") == oid  # not built again
+    finally:
+        await conn.close()
+
+    # A unique build CONCURRENTLY that fails (here on duplicates) leaves an index of that name, invalid; a
+    # plain index of that name is not unique. Either way the migration stops, and the primary key stays.
+    for build in ("CREATE UNIQUE INDEX CONCURRENTLY processed_messages_key ON processed_messages (type)",
+                  "CREATE INDEX processed_messages_key ON processed_messages (message_key(source, id))"):
+        url = await _old_database(postgres)
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(prebuild.split("; ")[0])
+            with contextlib.suppress(asyncpg.UniqueViolationError):
+                await conn.execute(build)
+        finally:
+            await conn.close()
+        with pytest.raises(MigrationError, match="DROP INDEX processed_messages_key, then migrate"):
+            await migrate(url)
+        assert ("processed_messages_pkey", True) in await _indexes(url)
