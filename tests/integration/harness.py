@@ -136,19 +136,25 @@ class WorkerProcess:
 
 async def schema_before(url: str, version: int) -> None:
     """The schema as the migrations before `version` left it, recorded as applied (a database of an older
-    worker, for a test of migrating it)."""
+    worker, for a test of migrating it); on such a database, the ones it lacks below `version`."""
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-                           "applied_at timestamptz NOT NULL DEFAULT now(), checksum text NOT NULL)")
+        await conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
+                           "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), checksum text NOT NULL)")
+        applied = {r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")}
         for m in available_migrations():
-            if m.version < version:
+            if m.version < version and m.version not in applied:
                 async with conn.transaction():
                     await conn.execute(m.sql)
                     await conn.execute("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                                        m.version, m.name, m.checksum)
     finally:
         await conn.close()
+
+
+def migrations_from(version: int) -> list[str]:
+    """What migrating a database of `schema_before(url, version)` applies: that migration and every later one."""
+    return [m.name for m in available_migrations() if m.version >= version]
 
 
 def message_key_function() -> str:
