@@ -435,7 +435,8 @@ def _modules():
 # Nothing else may run a statement it did not take from QUERIES.
 _SERVER_BUILT = {"months_detach", "months_detach_finalize"}
 # The migrations that run dynamic SQL, and why: DDL on the history's months, whose names are values.
-_DYNAMIC_MIGRATIONS = {"0012_history_partitions.sql": "a month's table, indexes, ATTACH, and `history`'s statements"}
+_DYNAMIC_MIGRATIONS = {"0012_history_partitions.sql": "a month's table, indexes, ATTACH, and `history`'s statements",
+                       "0014_cause_day.sql": "a month's indexes, and the existing months' index of causes"}
 _FORMAT_SPEC = re.compile(r"%(?:[0-9]+\$)?-?[0-9*]*(.)")
 
 
@@ -532,7 +533,8 @@ def test_the_sql_files_have_no_dynamic_sql_and_use_parameters():
         for f in formats:
             specs = set(_FORMAT_SPEC.findall(f))
             assert specs <= {"I", "L"} or (f.startswith("GRANT %s ON") and specs <= {"s", "I"}), f"{path.name}: {f}"
-        assert "NOT IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE'" in text, path.name
+        if any(f.startswith("GRANT %s ON") for f in formats):
+            assert "NOT IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE'" in text, path.name
     # The statements that take message values take them as $n parameters.
     for name in ("lock_players_insert", "lock_players_select", "processed", "closed_accounts", "load_states", "save"):
         assert re.search(r"\$1\b", QUERIES[name]), name

@@ -94,13 +94,14 @@ WHERE coalesce(r.version, 0) <> (e.v->>3)::int4;
 -- $1 player, $2 system, $3 cause type, $4 since, $5 until (epoch seconds, both included): both
 -- sides of every game of that type that changed the player's rating in that system in the window
 -- (fair-play refunds). The player's own rows come from the (player_id, system, category, version)
--- key, the other sides from the cause_ref index; the player's own rows are returned too.
+-- key, the other sides from each month's index of causes by day (migration 0014: every side of a cause
+-- has its time, so its day); the player's own rows are returned too.
 SELECT o.cause_source, o.cause_id, o.player_id, o.category, o.delta,
        extract(epoch FROM o.changed_at)::float8 AS at
 FROM rating_changes AS x
 JOIN rating_changes AS o
-  ON o.cause_ref = x.cause_ref AND o.cause_source = x.cause_source AND o.cause_id = x.cause_id
- AND o.system = x.system
+  ON change_day(o.changed_at) = change_day(x.changed_at) AND o.cause_ref = x.cause_ref
+ AND o.cause_source = x.cause_source AND o.cause_id = x.cause_id AND o.system = x.system
 WHERE x.player_id = $1 AND x.system = $2 AND x.cause_type = $3
   AND x.changed_at BETWEEN to_timestamp($4::float8) AND to_timestamp($5::float8)
 ORDER BY o.id;
@@ -626,7 +627,7 @@ WHERE message_key(source, id) = message_key($1, $2) AND source = $1 AND id = $2;
 
 -- name: message_changes_by_ref
 -- $1 source, $2 id, $3 its ref (game, competition or puzzle id): the rating changes it caused (index
--- rating_changes_cause_ref), as published.
+-- each month's index of causes, migration 0014), as published.
 SELECT player_id, system, category, version, before_rating, after_rating AS rating, delta, changed_at
 FROM published_changes
 WHERE cause_ref = $3 AND cause_source = $1 AND cause_id = $2
@@ -710,7 +711,7 @@ LIMIT $7;
 
 -- name: message_records_by_ref
 -- $1 source, $2 id, $3 its ref (game, competition or puzzle id): the history rows it caused (index
--- rating_changes_cause_ref), with what rebuilds each rating.changed.
+-- each month's index of causes, migration 0014), with what rebuilds each rating.changed.
 SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version, r.rating, r.delta,
        r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
        extract(epoch FROM r.changed_at)::float8 AS changed_at,
@@ -736,12 +737,12 @@ ORDER BY r.player_id, r.system, r.category, r.version;
 
 -- name: messages_with_ref
 -- $1 a ref (game, competition or puzzle id): the messages whose rating changes carry it (index
--- rating_changes_cause_ref), at most two (one is the answer, two say it is ambiguous).
+-- each month's index of causes, migration 0014), at most two (one is the answer, two say it is ambiguous).
 SELECT DISTINCT cause_source, cause_id FROM rating_changes WHERE cause_ref = $1 LIMIT 2;
 
 -- name: fide_list_applied
 -- $1 list month (YYYY-MM): whether its rating.period_closed changed a FIDE rating (index
--- rating_changes_cause_ref: a list's records have the month as their cause's ref). A list that changed
+-- each month's index of causes, migration 0014: a list's records have the month as their cause's ref). A list that changed
 -- nobody's rating counts as not applied.
 SELECT EXISTS (SELECT 1 FROM rating_changes
                WHERE cause_ref = $1 AND cause_type = 'rating.period_closed' AND system = 'fide');
