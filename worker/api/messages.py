@@ -65,8 +65,8 @@ async def message(request: Request) -> Response:
 
 async def _by_ref(reads: OperatorReads, ref: str) -> tuple[str, str]:
     """The one message whose rating changes carry this ref (a game, competition or puzzle id): found through
-    the history's cause_ref index, so only a message that changed a rating; one that changed none (a casual
-    game) is asked for by its source and id."""
+    the history's index of causes (each month's, day by day), so only a message that changed a rating; one
+    that changed none (a casual game) is asked for by its source and id."""
     found = await reads.messages_with_ref(ref)
     if not found:
         raise Problem(404, "ref: no message with this ref changed a rating: a message that changed none (a casual "
