@@ -63,8 +63,8 @@ async def test_statements_that_find_a_processed_id_use_the_digest_index(database
         await conn.execute(QUERIES["create_staging"])
         await conn.execute("SET enable_seqscan = off")
         plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN {QUERIES[name]}", *args))
-        part = plan if name != "save" else plan[plan.index("Update on processed_messages"):]
-        assert "processed_messages_key" in part.split("Update on rating", 1)[0], plan
+        part = plan if name != "save" else plan[plan.index("Update on processed_messages"):]  # its `repeats`
+        assert "processed_messages_key" in part, plan
         assert "Seq Scan on processed_messages" not in plan, plan
     finally:
         await conn.close()
