@@ -18,7 +18,8 @@ random UUID game ids, fresh in every round), one worker, batch 5,000, against th
 copy of an empty migrated one, interleaved (empty, grown; grown, empty; ...), BENCH_LIFECYCLE_ROUNDS (3)
 rounds, on the same server, first at PostgreSQL's default memory (bench/common.py REALISTIC_PG_SETTINGS),
 then at production settings (PG_SETTINGS, shared_buffers BENCH_LIFECYCLE_SHARED_BUFFERS, 4GB; max_wal_size
-BENCH_LIFECYCLE_MAX_WAL_SIZE, PG_SETTINGS' 4GB). The
+BENCH_LIFECYCLE_MAX_WAL_SIZE, PG_SETTINGS' 4GB; wal_compression BENCH_LIFECYCLE_WAL_COMPRESSION, PG_SETTINGS'
+on, i.e. pglz, the only method the embedded server has: off stands for lz4's cost where a server has it). The
 grown rounds all run on the one grown database (copying 20 GB a round would take longer than the runs):
 each adds its games to it, 0.5% of its 20,000,000 a round; the runs' additions are counted in the
 cache's meta.json and printed, and past BENCH_LIFECYCLE_MAX_ADDED (10%) of the build the cache is built
@@ -100,6 +101,9 @@ SHARED_BUFFERS = os.environ.get("BENCH_LIFECYCLE_SHARED_BUFFERS", "4GB")
 # PG_SETTINGS' 4GB by default: at a grown database's ~10 kB of WAL a game that is a checkpoint every ~200,000
 # games (max_wal_size / (1 + checkpoint_completion_target)); 16GB spaces them by time instead (docs/performance.md).
 MAX_WAL_SIZE = os.environ.get("BENCH_LIFECYCLE_MAX_WAL_SIZE", PG_SETTINGS["max_wal_size"])
+# pglz costs the backend that logs a full page 90-110 us, lz4 8-9 (`./dev bench wal-compression`); at a grown
+# database's ~1.5 full pages a game right after a checkpoint, pglz is half of the loss there (docs/performance.md).
+WAL_COMPRESSION = os.environ.get("BENCH_LIFECYCLE_WAL_COMPRESSION", PG_SETTINGS["wal_compression"])
 GROWN = "grown"
 EMPTY = "lifecycle_empty"
 # The build's server: nothing of it is measured. No fsync, no full pages (a crash loses the build, which is
@@ -107,12 +111,15 @@ EMPTY = "lifecycle_empty"
 # one core for index builds (a neighbour's tests may be running on the other).
 BUILD_SETTINGS = {"max_wal_size": "4GB", "checkpoint_timeout": "1h", "autovacuum": "off",
                   "max_parallel_maintenance_workers": "0"}
-PRODUCTION = f"production ({SHARED_BUFFERS}" + ("" if MAX_WAL_SIZE == PG_SETTINGS["max_wal_size"] else
-                                               f", max_wal_size {MAX_WAL_SIZE}") + ")"
+PRODUCTION = (f"production ({SHARED_BUFFERS}"
+              + ("" if MAX_WAL_SIZE == PG_SETTINGS["max_wal_size"] else f", max_wal_size {MAX_WAL_SIZE}")
+              + ("" if WAL_COMPRESSION == PG_SETTINGS["wal_compression"] else f", wal_compression {WAL_COMPRESSION}")
+              + ")")
 #: name -> the server's settings for the runs
 RUN_SETTINGS = {
     "default memory": REALISTIC_PG_SETTINGS,
-    PRODUCTION: {**PG_SETTINGS, "shared_buffers": SHARED_BUFFERS, "max_wal_size": MAX_WAL_SIZE},
+    PRODUCTION: {**PG_SETTINGS, "shared_buffers": SHARED_BUFFERS, "max_wal_size": MAX_WAL_SIZE,
+                 "wal_compression": WAL_COMPRESSION},
 }
 COLD = "right after a checkpoint, cold buffers"
 WARM = f"steady: after {WARMUP:,} games since the checkpoint"
