@@ -80,6 +80,9 @@ BENCHMARKS = {
                   "40,000,000 history rows, built once and cached) against an empty one, interleaved, at default and "
                   "production memory: games/s, WAL and full pages a game, disk a game (BENCH_LIFECYCLE_QUICK=1: a few "
                   "minutes)", _run("lifecycle", lambda m: asyncio.run(m.main()))),
+    "wal-compression": ("what each wal_compression method costs a full-page image (Debian's PostgreSQL: the "
+                        "embedded one has only pglz): random-key inserts right after a CHECKPOINT",
+                        _run("wal_compression", lambda m: m.main())),
     "pipeline": ("throughput and latency", _pipeline("pipeline")),
     "all": ("engine, throughput, puzzles, chesstempo, latency, marathon", _all),
 }

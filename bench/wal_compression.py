@@ -1,0 +1,143 @@
+"""`./dev bench wal-compression`: what each `wal_compression` method costs a full-page image, on Debian's
+PostgreSQL (the embedded server has only pglz), for docs/deploy.md's advice.
+
+Right after a checkpoint the first change of a page logs it whole, and a grown database's worker changes
+~1.2-1.5 pages a game for the first time then (`./dev bench lifecycle`). The backend that logs a page
+compresses it, on the batch's critical path. Here: two tables of the worker's two kinds of page, indexed
+by random keys so that every insert lands on a page of its own, BENCH_WALCOMP_KEYS (6,000,000) rows each:
+`digests` (a uuid key: the processed ids' digest, random bytes) and `texts` (a text key and a text column,
+like the history's and the ratings' pages). For each method the server has (off, pglz, lz4, zstd), each
+table, BENCH_WALCOMP_ROUNDS (2) rounds: CHECKPOINT, then BENCH_WALCOMP_INSERTS (20,000) rows in one
+statement, timed; the full pages and WAL bytes it logged. Reported per method: the median time, the time a
+full page costs beyond `off`'s, and the WAL against `off`'s. synchronous_commit is off: the commit's flush
+is not what is measured. A few minutes; needs `apt-get install postgresql` (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+
+from bench.common import cpu_model
+from worker.dev import free_port
+
+KEYS = int(os.environ.get("BENCH_WALCOMP_KEYS", "6000000"))
+INSERTS = int(os.environ.get("BENCH_WALCOMP_INSERTS", "20000"))
+ROUNDS = int(os.environ.get("BENCH_WALCOMP_ROUNDS", "2"))
+SETTINGS = {"shared_buffers": "2GB", "max_wal_size": "32GB", "checkpoint_timeout": "1h",
+            "synchronous_commit": "off", "autovacuum": "off"}
+TABLES = {
+    "digests": ("CREATE TABLE digests (k uuid PRIMARY KEY)",
+                "INSERT INTO digests SELECT gen_random_uuid() FROM generate_series(1, $1)"),
+    "texts": ("CREATE TABLE texts (k text PRIMARY KEY, v text)",
+              "INSERT INTO texts SELECT 'p' || (random() * 1e9)::int8 || '/csr/' || i, repeat(md5(i::text), 6) "
+              "FROM generate_series(1, $1) AS i ON CONFLICT DO NOTHING"),
+}
+
+
+def server_bin_dir() -> Path:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
+    if not found:
+        raise SystemExit("wal-compression: Debian's PostgreSQL server is not installed: apt-get install postgresql")
+    return found[-1].parent
+
+
+def _as_postgres() -> dict:
+    """subprocess' user and group: PostgreSQL refuses to run as root."""
+    if os.geteuid() != 0:
+        return {}
+    pw = pwd.getpwnam("postgres")
+    return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+
+
+async def _insert(conn, table: str) -> tuple[float, int, int]:
+    """(seconds, full pages, WAL bytes) of INSERTS rows into `table` right after a CHECKPOINT."""
+    await conn.execute("CHECKPOINT")
+    await conn.execute("SELECT pg_stat_reset_shared('wal')")
+    began = time.perf_counter()
+    await conn.execute(TABLES[table][1], INSERTS)
+    seconds = time.perf_counter() - began
+    await conn.execute("SELECT pg_stat_force_next_flush()")
+    await asyncio.sleep(1.2)  # the backend reports its WAL statistics at its next idle moment
+    fpi, wal = await conn.fetchrow("SELECT wal_fpi, wal_bytes FROM pg_stat_wal")
+    return seconds, fpi, int(wal)
+
+
+async def measure(url: str) -> dict:
+    """(method, table) -> [(seconds, full pages, WAL bytes)] of each round."""
+    conn = await asyncpg.connect(url)
+    try:
+        methods = [m for m in ("off", "pglz", "lz4", "zstd") if m in await conn.fetchval(
+            "SELECT enumvals FROM pg_settings WHERE name = 'wal_compression'")]
+        for table, (create, insert) in TABLES.items():
+            print(f"wal-compression: {KEYS:,} rows into {table}", flush=True)
+            await conn.execute(create)
+            await conn.execute(insert, KEYS)
+            await conn.execute(f"VACUUM (FREEZE, ANALYZE) {table}")
+            await conn.fetchval(f"SELECT count(*) FROM {table} WHERE k IS NOT NULL")  # its index into the buffers
+        runs: dict = {}
+        for n in range(ROUNDS):
+            for method in methods:
+                await conn.execute(f"ALTER SYSTEM SET wal_compression = '{method}'")
+                await conn.execute("SELECT pg_reload_conf()")
+                await asyncio.sleep(0.5)
+                for table in TABLES:
+                    runs.setdefault((method, table), []).append(await _insert(conn, table))
+            print(f"wal-compression: round {n + 1} of {ROUNDS}", flush=True)
+        return runs
+    finally:
+        await conn.close()
+
+
+def report(runs: dict, version: str) -> None:
+    print(f"\n{cpu_model()}, {os.cpu_count()} CPUs; {version}; `./dev bench wal-compression`: {INSERTS:,} random-key "
+          f"inserts right after a CHECKPOINT into {KEYS:,} rows, medians of {ROUNDS} rounds\n")
+    print("| table | wal_compression | ms | full pages | us a full page beyond off | WAL | WAL against off |")
+    print("|---|---|---|---|---|---|---|")
+    for table in TABLES:
+        off = statistics.median(s for s, _, _ in runs["off", table])
+        off_wal = statistics.median(w for _, _, w in runs["off", table])
+        for (method, name), rows in runs.items():
+            if name != table:
+                continue
+            s, fpi, wal = (statistics.median(r[i] for r in rows) for i in range(3))
+            print(f"| {table} | {method} | {s * 1000:,.0f} | {fpi:,.0f} | {(s - off) / fpi * 1e6:,.0f} "
+                  f"| {wal / 1e6:,.1f} MB | {wal / off_wal:.2f} |")
+
+
+def main() -> None:
+    bin_dir = server_bin_dir()
+    base = Path(tempfile.mkdtemp(prefix="rw-walcomp-"))
+    as_postgres = _as_postgres()
+    if as_postgres:
+        shutil.chown(base, "postgres")
+    data, port = base / "data", free_port()
+    subprocess.run([bin_dir / "initdb", "-D", data, "-A", "trust", "-U", "postgres"], check=True,
+                   capture_output=True, **as_postgres)
+    options = " ".join(f"-c {k}={v}" for k, v in {**SETTINGS, "port": port, "unix_socket_directories": base}.items())
+    subprocess.run([bin_dir / "pg_ctl", "-D", data, "-l", base / "log", "-w", "-o", options, "start"], check=True,
+                   capture_output=True, **as_postgres)
+    try:
+        url = f"postgresql://postgres@/postgres?host={base}&port={port}"
+        version = asyncio.run(_version(url))
+        report(asyncio.run(measure(url)), version)
+    finally:
+        subprocess.run([bin_dir / "pg_ctl", "-D", data, "-m", "fast", "stop"], capture_output=True, **as_postgres)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+async def _version(url: str) -> str:
+    conn = await asyncpg.connect(url)
+    try:
+        return "PostgreSQL " + await conn.fetchval("SHOW server_version")
+    finally:
+        await conn.close()
