@@ -55,8 +55,22 @@ def _as_postgres() -> dict:
     """subprocess' user and group: PostgreSQL refuses to run as root."""
     if os.geteuid() != 0:
         return {}
-    pw = pwd.getpwnam("postgres")
+    try:
+        pw = pwd.getpwnam("postgres")
+    except KeyError:
+        raise SystemExit("wal-compression: running as root, and there is no `postgres` user to run PostgreSQL as "
+                         "(Debian's package makes it)") from None
     return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+
+
+def _run(command: list, what: str, log: Path | None = None, **kw) -> None:
+    """Run a server command; one line naming it and its cause (the log's last FATAL or ERROR) when it fails."""
+    done = subprocess.run(command, capture_output=True, text=True, **kw)
+    if done.returncode != 0:
+        text = log.read_text(errors="replace") if log and log.exists() else done.stderr or done.stdout
+        lines = text.strip().splitlines()
+        detail = [line for line in lines if "FATAL" in line or "ERROR" in line] or lines
+        raise SystemExit(f"wal-compression: {what} failed: {detail[-1] if detail else done.returncode}")
 
 
 async def _insert(conn, table: str) -> tuple[float, int, int]:
@@ -121,12 +135,11 @@ def main() -> None:
     if as_postgres:
         shutil.chown(base, "postgres")
     data, port = base / "data", free_port()
-    subprocess.run([bin_dir / "initdb", "-D", data, "-A", "trust", "-U", "postgres"], check=True,
-                   capture_output=True, **as_postgres)
     options = " ".join(f"-c {k}={v}" for k, v in {**SETTINGS, "port": port, "unix_socket_directories": base}.items())
-    subprocess.run([bin_dir / "pg_ctl", "-D", data, "-l", base / "log", "-w", "-o", options, "start"], check=True,
-                   capture_output=True, **as_postgres)
     try:
+        _run([bin_dir / "initdb", "-D", data, "-A", "trust", "-U", "postgres"], "initdb", **as_postgres)
+        _run([bin_dir / "pg_ctl", "-D", data, "-l", base / "log", "-w", "-o", options, "start"],
+             "starting PostgreSQL", base / "log", **as_postgres)
         url = f"postgresql://postgres@/postgres?host={base}&port={port}"
         version = asyncio.run(_version(url))
         report(asyncio.run(measure(url)), version)
