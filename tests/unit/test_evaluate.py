@@ -311,3 +311,26 @@ def test_tsr_predicts_each_field_comparison_once_per_pair():
     start = tsr.start_state()
     assert got[0].expected == pytest.approx(glicko2.expected_score(1700.0, 1500.0, math.hypot(80.0, start.rd)))
     assert tsr.predict(dataclasses.replace(event, rated=False), stored) == ()
+
+
+def test_bad_lines_are_reported_scored_around_and_make_the_exit_1(tmp_path):
+    """As replay: each bad line on stderr with its number, the scores of the rest on stdout, then a summary,
+    and exit 1; a file of only bad lines is no clean run either (nothing predicted)."""
+    good = _history(200, seed=3)
+    source = tmp_path / "history.jsonl"
+    source.write_bytes(b"\n".join([good[0], b"{not json", *good[1:], b'{"specversion": "1.0"}']) + b"\n")
+    run = subprocess.run([sys.executable, "-m", "worker", "evaluate", str(source), "--json", "-q"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stderr
+    assert "line 2:" in run.stderr and f"line {len(good) + 2}:" in run.stderr
+    assert f"{len(good) + 2:,} lines read" in run.stderr and "2 bad, 0 failed" in run.stderr
+    assert sum(s["n"] for s in orjson.loads(run.stdout)) > 0  # the good lines are still scored
+    (tmp_path / "bad.jsonl").write_bytes(b"{not json\n[1, 2]\n")
+    run = subprocess.run([sys.executable, "-m", "worker", "evaluate", str(tmp_path / "bad.jsonl"), "--json", "-q"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "2 lines read: 0 predicted, 2 bad" in run.stderr, run.stderr
+    clean = tmp_path / "clean.jsonl"
+    clean.write_bytes(b"\n".join(good) + b"\n")
+    run = subprocess.run([sys.executable, "-m", "worker", "evaluate", str(clean), "--json", "-q"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "bad" not in run.stderr, run.stderr

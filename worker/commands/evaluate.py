@@ -17,6 +17,7 @@ import dataclasses
 import os
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 
@@ -82,14 +83,17 @@ async def evaluate(lines: Iterable[bytes], store: StreamStore, errors=sys.stderr
 
     Applied `chunk` messages a transaction, as `replay` applies them (the streaming store's clock and
     windows move as they do there); the engine says what each message's system expected of it just
-    before rating it (BatchResult.predictions), and only the messages applied are scored."""
+    before rating it (BatchResult.predictions), and only the messages applied are scored. `counts`: the
+    last line read so far, the messages predicted; at the end the lines read (not blank), those that were bad
+    and the messages the rating code failed on (each reported on `errors`)."""
     tallies: dict[tuple[str, str], Tally] = {}
     counts = counts if counts is not None else {}
-    counts.setdefault("lines", 0)
-    counts.setdefault("predicted", 0)
+    for name in ("lines", "predicted", "read", "bad", "failed"):
+        counts.setdefault(name, 0)
+    decoded = Counter()
 
     def messages() -> Iterator[tuple[int, Message]]:
-        for number, message in history.decoded_lines(lines, errors):
+        for number, message in history.decoded_lines(lines, errors, decoded):
             counts["lines"] = number
             yield number, message
 
@@ -101,8 +105,10 @@ async def evaluate(lines: Iterable[bytes], store: StreamStore, errors=sys.stderr
                 for p in predictions:
                     tallies.setdefault((system.name, p.category), Tally()).add(p.expected, p.observed)
                 counts["predicted"] += 1
+        counts["failed"] += len(result.failed)
         history.report_chunk(store, rated.messages, rated.numbers, result, errors)
         tick()
+    counts["read"], counts["bad"] = decoded["read"], decoded["bad"]
     return [scores(system, category, t) for (system, category), t in sorted(tallies.items())]
 
 
@@ -197,7 +203,7 @@ def main(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"rating-worker evaluate: cannot read {args.file!r}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    counts = {"lines": 0, "predicted": 0}
+    counts = {"lines": 0, "predicted": 0, "read": 0, "bad": 0, "failed": 0}
     name = "stdin" if args.file == "-" else os.path.basename(args.file)
 
     def progress(label: str) -> Progress:
@@ -207,6 +213,7 @@ def main(args: argparse.Namespace) -> int:
         return shown
 
     runs: dict[str, list[Scores]] = {}
+    troubles: dict[str, dict] = {}  # label -> its counts, when some lines were bad or some messages failed
     try:
         watched = None
         start = source.tell() if source.seekable() else 0
@@ -219,7 +226,7 @@ def main(args: argparse.Namespace) -> int:
         for label, chosen in [(DECLARED, {}), *what_ifs]:
             if source.seekable():
                 source.seek(start)
-            counts.update(lines=0, predicted=0)
+            counts.update(lines=0, predicted=0, read=0, bad=0, failed=0)
             shown = progress(f"evaluate {name}" + (f", {label}" if what_ifs else ""))
             try:
                 with rated_with(chosen):
@@ -227,14 +234,19 @@ def main(args: argparse.Namespace) -> int:
                                                        shown, counts, shown.tick))
             finally:
                 shown.end()
+            if counts["bad"] or counts["failed"]:
+                troubles[label] = dict(counts)
     finally:
         source.close()
     # The scores first: a picture that fails must not lose them.
     listed = [{**asdict(s), "parameters": label} for label, results in runs.items() for s in results]
     emit(args.json, listed, report(runs, terminal_width()))
-    if args.plot:
-        return _draw(runs, args.plot)
-    return 0
+    drawn = _draw(runs, args.plot) if args.plot else 0
+    for label, c in troubles.items():  # as replay: scores of what could be read, but not a clean exit
+        print(f"rating-worker evaluate {name}" + (f", {label}" if what_ifs else "") + f": {c['read']:,} lines read: "
+              f"{c['predicted']:,} predicted, {c['bad']:,} bad, {c['failed']:,} failed (each reported above)",
+              file=sys.stderr)
+    return drawn or (1 if troubles else 0)
 
 
 def _draw(runs: dict[str, list[Scores]], path: str) -> int:
@@ -261,7 +273,8 @@ def add_parser(sub) -> None:
         "two rated players, TSR each field comparison of an event, ChessKite and Chess Tempo an attempt (the "
         "player's expected score against the puzzle). --plot draws the calibration. With "
         "--params, the history is replayed once more per FILE with other parameters (a what-if), and the scores "
-        "are shown side by side with those of the parameter sets as declared. "
+        "are shown side by side with those of the parameter sets as declared. Bad lines are reported on stderr "
+        "with their line number and skipped; the scores of the rest are shown, then a summary, and exit 1. "
         "Example: rating-worker evaluate history.jsonl --params white-50.json --plot calibration.png"))
     p.add_argument("file", help="input file, '-' for stdin")
     p.add_argument("--plot", metavar="FILE", help="also draw the calibration to FILE (.png, .svg or .pdf; needs "
