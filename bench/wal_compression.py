@@ -29,6 +29,7 @@ import asyncpg
 
 from bench.common import cpu_model
 from worker.dev import free_port
+from worker.dev.postgres import debian_server_bin_dir
 
 KEYS = int(os.environ.get("BENCH_WALCOMP_KEYS", "6000000"))
 INSERTS = int(os.environ.get("BENCH_WALCOMP_INSERTS", "20000"))
@@ -45,10 +46,9 @@ TABLES = {
 
 
 def server_bin_dir() -> Path:
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
-    if not found:
+    if (found := debian_server_bin_dir()) is None:
         raise SystemExit("wal-compression: Debian's PostgreSQL server is not installed: apt-get install postgresql")
-    return found[-1].parent
+    return found
 
 
 def _as_postgres() -> dict:

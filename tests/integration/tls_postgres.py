@@ -23,17 +23,12 @@ from urllib.parse import quote
 import pytest
 
 from worker.dev import free_port
+from worker.dev.postgres import debian_server_bin_dir
 from worker.dev.processes import run_in_thread, spawn_child, stop_group
 
 ROLE, DATABASE = "rating", "ratings"
 PASSWORD = "p@ss:w/rd%"  # every character URLs reserve that a password is likely to hold
 INSTALL_HINT = "apt-get install postgresql (.ci/run installs it)"
-
-
-def server_bin_dir() -> Path | None:
-    """The newest of Debian's PostgreSQL versions installed (/usr/lib/postgresql/N/bin)."""
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
-    return found[-1].parent if found else None
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -112,7 +107,7 @@ class TlsPostgres:
 
 def start() -> TlsPostgres:
     """Make the CAs and the certificate, initdb, start the server, create the role and its database."""
-    bin_dir = server_bin_dir()
+    bin_dir = debian_server_bin_dir()
     if bin_dir is None:
         pytest.skip(f"Debian's PostgreSQL server is not installed: {INSTALL_HINT}")
     if shutil.which("openssl") is None:

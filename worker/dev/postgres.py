@@ -47,6 +47,13 @@ def _pg_bin_dir() -> Path:
     )
 
 
+def debian_server_bin_dir() -> Path | None:
+    """The newest of Debian's PostgreSQL versions installed (/usr/lib/postgresql/N/bin), for what the embedded
+    server lacks (TLS, lz4); None without one."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
+    return found[-1].parent if found else None
+
+
 def _pg_run_as() -> tuple[int, int] | None:
     """(uid, gid) to run PostgreSQL as when we are root (it refuses to run as root), else None."""
     if os.geteuid() != 0:
