@@ -32,8 +32,9 @@ first seconds. "Steady": after the CHECKPOINT a worker first rates BENCH_LIFECYC
 games, unmeasured, then a second one the measured games, with no CHECKPOINT of ours between (whether
 PostgreSQL began one of its own, in the warm-up or in the measured part, is counted and printed): a
 platform's state through most of a checkpoint cycle, its working set in the buffers and its pages already
-logged whole once. BENCH_LIFECYCLE_STEADY: production (the default: at production settings only), all, or
-off. Reported per round and as medians: games/s and the ratio grown/empty, WAL bytes and full-page images
+logged whole once. BENCH_LIFECYCLE_STEADY: production (the default: at production settings only), all,
+off, or only (the steady measure at production settings alone: no cold runs, no default memory; for settling
+the steady figure with more rounds in the same time). Reported per round and as medians: games/s and the ratio grown/empty, WAL bytes and full-page images
 per game, the growth of the history and of the processed ids (tables, TOAST and indexes) per game, all
 over the measured games only; once, the grown database's tables and indexes.
 
@@ -117,7 +118,7 @@ PRODUCTION = (f"production ({SHARED_BUFFERS}"
               + ")")
 #: name -> the server's settings for the runs
 RUN_SETTINGS = {
-    "default memory": REALISTIC_PG_SETTINGS,
+    **({} if STEADY == "only" else {"default memory": REALISTIC_PG_SETTINGS}),
     PRODUCTION: {**PG_SETTINGS, "shared_buffers": SHARED_BUFFERS, "max_wal_size": MAX_WAL_SIZE,
                  "wal_compression": WAL_COMPRESSION},
 }
@@ -304,7 +305,12 @@ def describe(run: Run) -> str:
 
 
 def _steady_at(setting: str) -> bool:
-    return STEADY == "all" or (STEADY == "production" and setting == PRODUCTION)
+    return STEADY == "all" or (STEADY in ("production", "only") and setting == PRODUCTION)
+
+
+def _measures_at(setting: str) -> tuple[str, ...]:
+    """The measures taken at one setting of the server (BENCH_LIFECYCLE_STEADY)."""
+    return tuple(m for m in (COLD, WARM) if (m == COLD and STEADY != "only") or (m == WARM and _steady_at(setting)))
 
 
 async def _run_on(pg, broker, log: Path, kind: str, games: tuple[list, list], label: str, window: dict) -> Run:
@@ -351,7 +357,7 @@ async def rounds(pg, broker, log: Path, entry: Path, meta: dict, setting: str) -
     # against the runs' thousands): no part of the figures. So the window covers the grown database's ids.
     # (Never shorter than its default, which the worker checks against the topics' retention.)
     window = {"dedupe_window_days": max(Config.dedupe_window_days, math.ceil((time.time() - plan.start) / DAY) + 1)}
-    runs = {measured: {"empty": [], "grown": []} for measured in (COLD, WARM) if measured == COLD or _steady_at(setting)}
+    runs = {measured: {"empty": [], "grown": []} for measured in _measures_at(setting)}
     await new_database(pg.url, EMPTY, migrated=True)
     try:
         for n in range(ROUNDS):
@@ -429,8 +435,10 @@ def report(results: dict[str, dict[str, dict[str, list[Run]]]], plan: Plan, seco
           f"(durable commits) on the same machine; `{command}`, {seconds / 60:.0f} min")
     print(f"{GAMES:,} CSR games among {ACTIVE:,} players, batch {BATCH:,}, against an empty database and one grown by "
           f"{plan.games:,} games ({2 * plan.games:,} history rows, {plan.players:,} players); medians of {ROUNDS} "
-          f"interleaved round(s). Measures: {COLD}" + (f"; {WARM} (the worker rated {WARMUP:,} other games first, "
-          f"unmeasured, in a worker of its own, on each database, the empty one included)" if STEADY != "off" else "")
+          f"interleaved round(s). Measures: " + "; ".join(
+              ([] if STEADY == "only" else [COLD]) + ([] if STEADY == "off" else [
+                  f"{WARM} (the worker rated {WARMUP:,} other games first, unmeasured, in a worker of its own, on "
+                  f"each database, the empty one included)"]))
           + "\n")
     _print_table(results)
     _print_docs_rows(results, plan, command)
@@ -439,8 +447,8 @@ def report(results: dict[str, dict[str, dict[str, list[Run]]]], plan: Plan, seco
 async def main() -> None:
     if ACTIVE > PLAYERS:
         raise SystemExit(f"BENCH_LIFECYCLE_ACTIVE={ACTIVE:,} is more than BENCH_LIFECYCLE_PLAYERS={PLAYERS:,}")
-    if STEADY not in ("all", "production", "off"):
-        raise SystemExit(f"BENCH_LIFECYCLE_STEADY={STEADY!r}: expected all, production or off")
+    if STEADY not in ("all", "production", "off", "only"):
+        raise SystemExit(f"BENCH_LIFECYCLE_STEADY={STEADY!r}: expected all, production, off or only")
     started = time.perf_counter()
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / ".lock", "w") as lock:
