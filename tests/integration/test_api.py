@@ -47,6 +47,8 @@ from worker.store.postgres import PostgresStore
 
 TOKEN = "s3cret-support-token"
 SLASHED = ("club/anna", "club/ben")
+# ids that end like a route of the API or the pages, or hold a "%": each is its own player (worker.api.paths)
+AWKWARD = ("club/unrated", "50%/history/csr/blitz")
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -79,11 +81,11 @@ def q(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
-def slashed_games() -> list[bytes]:
+def slashed_games(pair: tuple[str, str] = SLASHED, source: str = "/slashed") -> list[bytes]:
     """Three games between players whose ids hold a "/" (the contract allows it; a path carries it as %2F),
     each taking White in turn."""
-    return [orjson.dumps(game_event(i, *(SLASHED if i % 2 == 0 else SLASHED[::-1]), "1-0",
-                                    datetime(2027, 4, 1, 12, i, tzinfo=UTC), source="/slashed")) for i in range(3)]
+    return [orjson.dumps(game_event(i, *(pair if i % 2 == 0 else pair[::-1]), "1-0",
+                                    datetime(2027, 4, 1, 12, i, tzinfo=UTC), source=source)) for i in range(3)]
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +93,7 @@ async def fed(postgres, template_db, broker):
     """Every message type through the worker: the database, and every published record's data in order."""
     url = await new_database(postgres, template_db)
     topics = await make_topics(broker)
-    lines = every_type() + slashed_games()
+    lines = every_type() + slashed_games() + slashed_games(AWKWARD, "/awkward")
     await produce(broker.bootstrap_servers, topics.input, lines)
     valid = set()
     for line in lines:
@@ -309,6 +311,23 @@ def test_a_player_id_with_a_slash(fed, api):
     assert history["items"] == sorted((r for r in mine if (r["system"], r["category"]) == (system, category)),
                                       key=lambda r: r["version"])
     assert get_json(f"{api}/v1/players/{q(SLASHED[0])}/unrated")["items"] == []
+
+
+def test_an_id_that_ends_like_a_route_is_its_own_player(fed, api):
+    """An id sent escaped is that player's, whatever it ends with: `club%2Funrated` is the player
+    "club/unrated", not the unrated messages of "club" (the server decodes %2F before routing); the same for
+    his history and his page."""
+    _, published = fed
+    for player_id in AWKWARD:
+        mine = sorted((r for r in published if r["player_id"] == player_id), key=lambda r: r["version"])
+        assert mine, player_id
+        assert get_json(f"{api}/v1/players/{q(player_id)}")["player_id"] == player_id
+        system, category = mine[0]["system"], mine[0]["category"]
+        history = get_json(f"{api}/v1/players/{q(player_id)}/history/{system}/{category}")
+        assert history["items"] == [r for r in mine if (r["system"], r["category"]) == (system, category)]
+        assert get_json(f"{api}/v1/players/{q(player_id)}/unrated")["items"] == []
+        status, headers, _ = get(f"{api}/players/{q(player_id)}")
+        assert status == 200 and headers["content-type"].startswith("text/html"), (player_id, status)
 
 
 def test_a_players_rank_and_percentile_are_his_place_on_the_board(fed, api):

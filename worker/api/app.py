@@ -30,6 +30,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from worker.api import boards, messages, openapi, pages, players
+from worker.api.paths import SegmentPaths
 from worker.api.problems import Problem, bad, problem_response
 from worker.api.responses import FRESH, STATIC, dumps
 from worker.api.standings import Standings
@@ -74,7 +75,7 @@ class Metrics:
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5))
 
 
-CONVERTOR = re.compile(r":\w+}")  # "{player_id:path}" is labelled "{player_id}", as the document names it
+CONVERTOR = re.compile(r":\w+}")  # "{player_id:segment}" is labelled "{player_id}", as the document names it
 
 
 class Measured:
@@ -175,15 +176,15 @@ def _error(request: Request, exc: Exception) -> Response:
 
 
 ROUTES = [
-    # A player id may hold a "/" (sent as %2F, which the server decodes before routing): the id is the rest
-    # of the path, the routes that end with more tried first.
-    Route("/v1/players/{player_id:path}/history/{system}/{category}", players.history),
-    Route("/v1/players/{player_id:path}/unrated", players.unrated),
-    Route("/v1/players/{player_id:path}", players.player),
-    Route("/v1/leaderboards/{system}/{category}", boards.leaderboard),
+    # A parameter is one segment of the path as sent (worker.api.paths): a player id may hold a "/", sent as
+    # %2F, and is still told apart from the routes' own "/unrated" or "/history/...".
+    Route("/v1/players/{player_id:segment}/history/{system:segment}/{category:segment}", players.history),
+    Route("/v1/players/{player_id:segment}/unrated", players.unrated),
+    Route("/v1/players/{player_id:segment}", players.player),
+    Route("/v1/leaderboards/{system:segment}/{category:segment}", boards.leaderboard),
     Route("/v1/messages", messages.message),
-    Route("/v1/preview/{system}/{category}", messages.preview),
-    Route("/v1/fide/lists/{month}", fide_list),
+    Route("/v1/preview/{system:segment}/{category:segment}", messages.preview),
+    Route("/v1/fide/lists/{month:segment}", fide_list),
     Route("/openapi.json", openapi_document),
     Route("/healthz", healthz),
     Route("/readyz", readyz),
@@ -217,7 +218,8 @@ def create_app(config: ServeConfig) -> Starlette:
         finally:
             await app.state.db.close()
 
-    middleware = [Middleware(Measured, metrics=metrics_), Middleware(GZipMiddleware, minimum_size=GZIP_FROM_BYTES)]
+    middleware = [Middleware(SegmentPaths), Middleware(Measured, metrics=metrics_),
+                  Middleware(GZipMiddleware, minimum_size=GZIP_FROM_BYTES)]
     if config.api_cors_origins:
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.api_cors_origins),
                                      allow_methods=["GET"], allow_headers=["Authorization", "If-None-Match"],

@@ -182,7 +182,7 @@ ERRORS = {"400": _problem("a parameter is wrong (`parameter` names it)"), "404":
           "503": UNAVAILABLE}
 NOT_MODIFIED = {"304": {"description": "Not Modified (If-None-Match matched the ETag)",
                          "headers": {"ETag": ETAG, "Cache-Control": CACHE_CONTROL}}}
-PLAYER = _path("player_id", "the player's id, as the platform sends it", ID)
+PLAYER = _path("player_id", "the player's id, as the platform sends it, percent-encoded: a \"/\" in it as %2F", ID)
 BOARD = [_path("system", "a system that publishes ratings", {"type": "string", "enum": list(RATINGS)}),
          _path("category", "one of the system's categories (a 404 names them)",
                {"type": "string", "enum": sorted({c for cs in RATINGS.values() for c in cs})})]

@@ -25,6 +25,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from worker.api import paths  # noqa: F401  (registers the routes' {name:segment} convertor)
 from worker.ratings.registry import RATINGS
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -97,8 +98,8 @@ class Static(StaticFiles):
 
 ROUTES = [
     Route("/", index),
-    Route("/players/{player_id:path}", player),  # an id may hold a "/" (worker.api.app.ROUTES)
-    Route("/leaderboards/{system}/{category}", leaderboard),
+    Route("/players/{player_id:segment}", player),  # an id may hold a "/" (worker.api.paths)
+    Route("/leaderboards/{system:segment}/{category:segment}", leaderboard),
     Route("/messages", message),
     Mount("/static", Static(directory=STATIC), name="static"),
 ]
