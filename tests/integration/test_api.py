@@ -304,6 +304,7 @@ def test_a_player_id_with_a_slash(fed, api):
     assert mine
     player = get_json(f"{api}/v1/players/{q(SLASHED[0])}")
     assert player["player_id"] == SLASHED[0]
+    assert get_json(f"{api}/v1/players/{SLASHED[0]}") == player  # a bare "/" where it is not ambiguous
     rated = {(r["system"], r["category"]) for r in mine}
     assert {(e["system"], e["category"]) for e in player["ratings"] if not e["start"]} == rated
     system, category = next(iter(rated))

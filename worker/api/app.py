@@ -181,6 +181,10 @@ ROUTES = [
     Route("/v1/players/{player_id:segment}/history/{system:segment}/{category:segment}", players.history),
     Route("/v1/players/{player_id:segment}/unrated", players.unrated),
     Route("/v1/players/{player_id:segment}", players.player),
+    # ... and an id sent with a bare "/" is the rest of the path, as before: the routes ending with more first.
+    Route("/v1/players/{player_id:rest}/history/{system:segment}/{category:segment}", players.history),
+    Route("/v1/players/{player_id:rest}/unrated", players.unrated),
+    Route("/v1/players/{player_id:rest}", players.player),
     Route("/v1/leaderboards/{system:segment}/{category:segment}", boards.leaderboard),
     Route("/v1/messages", messages.message),
     Route("/v1/preview/{system:segment}/{category:segment}", messages.preview),

@@ -6,7 +6,7 @@ player whose id ends in "/unrated" (or "/history/<system>/<category>") would be 
 whatever route was tried first. So `SegmentPaths` routes on the raw path instead: each segment decoded, and
 a "/" or "%" inside a segment kept escaped, so that a route's `{name:segment}` matches exactly one segment,
 which the `segment` convertor decodes. A path with no "%" is routed as the server decoded it (nothing to
-tell apart), at no cost.
+tell apart), at no cost. Routes of `{name:rest}` after those keep an id sent with a bare "/" working.
 """
 
 from __future__ import annotations
@@ -30,7 +30,15 @@ class Segment(Convertor):
         return quote(value, safe="")
 
 
+class Rest(Segment):
+    """The rest of the path, decoded: an id sent with a bare "/" (not escaped), found where that is not
+    ambiguous, as it was before ids were routed by segments."""
+
+    regex = ".+"
+
+
 register_url_convertor("segment", Segment())
+register_url_convertor("rest", Rest())
 
 
 def routed_path(raw_path: bytes) -> str:

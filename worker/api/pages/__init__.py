@@ -25,7 +25,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from worker.api import paths  # noqa: F401  (registers the routes' {name:segment} convertor)
+from worker.api import paths  # noqa: F401  (registers the routes' convertors)
 from worker.ratings.registry import RATINGS
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -98,7 +98,7 @@ class Static(StaticFiles):
 
 ROUTES = [
     Route("/", index),
-    Route("/players/{player_id:segment}", player),  # an id may hold a "/" (worker.api.paths)
+    Route("/players/{player_id:rest}", player),  # an id may hold a "/", escaped or not (worker.api.paths)
     Route("/leaderboards/{system:segment}/{category:segment}", leaderboard),
     Route("/messages", message),
     Mount("/static", Static(directory=STATIC), name="static"),
