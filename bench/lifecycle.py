@@ -19,7 +19,8 @@ copy of an empty migrated one, interleaved (empty, grown; grown, empty; ...), BE
 rounds, on the same server, first at PostgreSQL's default memory (bench/common.py REALISTIC_PG_SETTINGS),
 then at production settings (PG_SETTINGS, shared_buffers BENCH_LIFECYCLE_SHARED_BUFFERS, 4GB; max_wal_size
 BENCH_LIFECYCLE_MAX_WAL_SIZE, PG_SETTINGS' 4GB; wal_compression BENCH_LIFECYCLE_WAL_COMPRESSION, PG_SETTINGS'
-on, i.e. pglz, the only method the embedded server has: off stands for lz4's cost where a server has it). The
+on, i.e. pglz, the only method the embedded server has: off stands for lz4's cost where a server has it;
+huge_pages BENCH_LIFECYCLE_HUGE_PAGES, unset: PostgreSQL's own try, none where the machine reserves none). The
 grown rounds all run on the one grown database (copying 20 GB a round would take longer than the runs):
 each adds its games to it, 0.5% of its 20,000,000 a round; the runs' additions are counted in the
 cache's meta.json and printed, and past BENCH_LIFECYCLE_MAX_ADDED (10%) of the build the cache is built
@@ -50,6 +51,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -105,6 +107,9 @@ MAX_WAL_SIZE = os.environ.get("BENCH_LIFECYCLE_MAX_WAL_SIZE", PG_SETTINGS["max_w
 # pglz costs the backend that logs a full page 90-110 us, lz4 8-9 (`./dev bench wal-compression`); at a grown
 # database's ~1.5 full pages a game right after a checkpoint, pglz is half of the loss there (docs/performance.md).
 WAL_COMPRESSION = os.environ.get("BENCH_LIFECYCLE_WAL_COMPRESSION", PG_SETTINGS["wal_compression"])
+# Unset: PostgreSQL's own `try`, i.e. whatever huge pages the machine has reserved (none where vm.nr_hugepages is
+# 0). `on`: the 4 GB of buffers in 2 MB pages, fewer TLB misses on random pages (docs/deploy.md); checked first.
+HUGE_PAGES = os.environ.get("BENCH_LIFECYCLE_HUGE_PAGES", "")
 GROWN = "grown"
 EMPTY = "lifecycle_empty"
 # The build's server: nothing of it is measured. No fsync, no full pages (a crash loses the build, which is
@@ -115,18 +120,33 @@ BUILD_SETTINGS = {"max_wal_size": "4GB", "checkpoint_timeout": "1h", "autovacuum
 PRODUCTION = (f"production ({SHARED_BUFFERS}"
               + ("" if MAX_WAL_SIZE == PG_SETTINGS["max_wal_size"] else f", max_wal_size {MAX_WAL_SIZE}")
               + ("" if WAL_COMPRESSION == PG_SETTINGS["wal_compression"] else f", wal_compression {WAL_COMPRESSION}")
-              + ")")
+              + (f", huge_pages {HUGE_PAGES}" if HUGE_PAGES else "") + ")")
 #: name -> the server's settings for the runs
 RUN_SETTINGS = {
     **({} if STEADY == "only" else {"default memory": REALISTIC_PG_SETTINGS}),
     PRODUCTION: {**PG_SETTINGS, "shared_buffers": SHARED_BUFFERS, "max_wal_size": MAX_WAL_SIZE,
-                 "wal_compression": WAL_COMPRESSION},
+                 "wal_compression": WAL_COMPRESSION, **({"huge_pages": HUGE_PAGES} if HUGE_PAGES else {})},
 }
 COLD = "right after a checkpoint, cold buffers"
 WARM = f"steady: after {WARMUP:,} games since the checkpoint"
 # bench/grown.py's rows and bench/grown_load.py's build: raise when they change, so that a cache of the old ones
 # is not used (2: frozen)
 BUILD_FORMAT = 2
+
+
+def check_huge_pages() -> None:
+    """With BENCH_LIFECYCLE_HUGE_PAGES=on, enough huge pages reserved for the buffers, or one line saying how
+    many (PostgreSQL would refuse to start with a message about shared memory)."""
+    if HUGE_PAGES != "on":
+        return
+    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
+    free, page_kb = int(meminfo.get("HugePages_Free", "0")), int(meminfo.get("Hugepagesize", "2048 kB").split()[0])
+    amount, unit = re.fullmatch(r"(\d+)\s*(kB|MB|GB|TB)?", SHARED_BUFFERS.strip()).groups()
+    buffers_kb = int(amount) * {"kB": 1, "MB": 1024, "GB": 1024**2, "TB": 1024**3, None: 8}[unit]
+    needed = math.ceil(buffers_kb * 1.03 / page_kb) + 16  # the buffers, and PostgreSQL's other shared memory
+    if free < needed:
+        raise SystemExit(f"BENCH_LIFECYCLE_HUGE_PAGES=on needs about {needed:,} huge pages of {page_kb // 1024} MB free "
+                         f"for shared_buffers {SHARED_BUFFERS} ({free:,} are): as root, sysctl vm.nr_hugepages={needed}")
 
 
 def say(line: str) -> None:
@@ -449,6 +469,9 @@ async def main() -> None:
         raise SystemExit(f"BENCH_LIFECYCLE_ACTIVE={ACTIVE:,} is more than BENCH_LIFECYCLE_PLAYERS={PLAYERS:,}")
     if STEADY not in ("all", "production", "off", "only"):
         raise SystemExit(f"BENCH_LIFECYCLE_STEADY={STEADY!r}: expected all, production, off or only")
+    if HUGE_PAGES not in ("", "on", "off", "try"):
+        raise SystemExit(f"BENCH_LIFECYCLE_HUGE_PAGES={HUGE_PAGES!r}: expected on, off or try")
+    check_huge_pages()
     started = time.perf_counter()
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / ".lock", "w") as lock:
