@@ -35,9 +35,10 @@ PostgreSQL began one of its own, in the warm-up or in the measured part, is coun
 platform's state through most of a checkpoint cycle, its working set in the buffers and its pages already
 logged whole once. BENCH_LIFECYCLE_STEADY: production (the default: at production settings only), all,
 off, or only (the steady measure at production settings alone: no cold runs, no default memory; for settling
-the steady figure with more rounds in the same time). Reported per round and as medians: games/s and the ratio grown/empty, WAL bytes and full-page images
-per game, the growth of the history and of the processed ids (tables, TOAST and indexes) per game, all
-over the measured games only; once, the grown database's tables and indexes.
+the steady figure with more rounds in the same time). Reported per round and as medians: games/s and the
+ratio grown/empty, WAL bytes and full-page images per game, the growth of the history and of the processed
+ids (tables, TOAST and indexes) per game, all over the measured games only; once, the grown database's
+tables and indexes.
 
 BENCH_LIFECYCLE_QUICK=1: 200,000 ids, 400,000 history rows among 40,000 players, 20,000 games a run
 (and 20,000 of warm-up), one round: a few minutes, for development. The server is always its own (DATABASE_URL is not used).
