@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pwd
 import shutil
 import statistics
 import subprocess
@@ -29,7 +28,7 @@ import asyncpg
 
 from bench.common import cpu_model
 from worker.dev import free_port
-from worker.dev.postgres import debian_server_bin_dir
+from worker.dev.postgres import debian_server_bin_dir, debian_server_user
 
 KEYS = int(os.environ.get("BENCH_WALCOMP_KEYS", "6000000"))
 INSERTS = int(os.environ.get("BENCH_WALCOMP_INSERTS", "20000"))
@@ -52,15 +51,12 @@ def server_bin_dir() -> Path:
 
 
 def _as_postgres() -> dict:
-    """subprocess' user and group: PostgreSQL refuses to run as root."""
-    if os.geteuid() != 0:
-        return {}
-    try:
-        pw = pwd.getpwnam("postgres")
-    except KeyError:
-        raise SystemExit("wal-compression: running as root, and there is no `postgres` user to run PostgreSQL as "
-                         "(Debian's package makes it)") from None
-    return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+    """subprocess' user and group for the server (worker.dev.postgres.debian_server_user)."""
+    run_as = debian_server_user()
+    if run_as is None:
+        raise SystemExit("wal-compression: running as root, and there is no `postgres` or `nobody` user to run "
+                         "PostgreSQL as (Debian's package makes `postgres`)")
+    return run_as
 
 
 def _run(command: list, what: str, log: Path | None = None, **kw) -> None:
@@ -135,7 +131,7 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="rw-walcomp-"))
     as_postgres = _as_postgres()
     if as_postgres:
-        shutil.chown(base, "postgres")
+        os.chown(base, as_postgres["user"], as_postgres["group"])
     data, port = base / "data", free_port()
     options = " ".join(f"-c {k}={v}" for k, v in {**SETTINGS, "port": port, "unix_socket_directories": base}.items())
     try:

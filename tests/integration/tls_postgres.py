@@ -9,7 +9,6 @@ test, saying what to install. PostgreSQL refuses to run as root: as root the ser
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -23,7 +22,7 @@ from urllib.parse import quote
 import pytest
 
 from worker.dev import free_port
-from worker.dev.postgres import debian_server_bin_dir
+from worker.dev.postgres import debian_server_bin_dir, debian_server_user
 from worker.dev.processes import run_in_thread, spawn_child, stop_group
 
 ROLE, DATABASE = "rating", "ratings"
@@ -51,16 +50,11 @@ def make_server_certificate(folder: Path, ca: str) -> None:
 
 
 def _run_as() -> dict:
-    """Popen's user and group to run the server as: ours, or as root the package's `postgres` (or nobody)."""
-    if os.geteuid() != 0:
-        return {}
-    import pwd
-
-    for name in ("postgres", "nobody"):
-        with contextlib.suppress(KeyError):
-            pw = pwd.getpwnam(name)
-            return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
-    pytest.skip("running as root, and there is no `postgres` or `nobody` user to run PostgreSQL as")
+    """Popen's user and group to run the server as (worker.dev.postgres.debian_server_user)."""
+    run_as = debian_server_user()
+    if run_as is None:
+        pytest.skip("running as root, and there is no `postgres` or `nobody` user to run PostgreSQL as")
+    return run_as
 
 
 HBA = f"""\
