@@ -142,8 +142,10 @@ def check_huge_pages() -> None:
         return
     meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
     free, page_kb = int(meminfo.get("HugePages_Free", "0")), int(meminfo.get("Hugepagesize", "2048 kB").split()[0])
-    amount, unit = re.fullmatch(r"(\d+)\s*(kB|MB|GB|TB)?", SHARED_BUFFERS.strip()).groups()
-    buffers_kb = int(amount) * {"kB": 1, "MB": 1024, "GB": 1024**2, "TB": 1024**3, None: 8}[unit]
+    size = re.fullmatch(r"(\d+)\s*(kB|MB|GB|TB)?", SHARED_BUFFERS.strip())
+    if size is None:
+        return  # a size PostgreSQL may still read (or refuse, in its own words): not checked here
+    buffers_kb = int(size[1]) * {"kB": 1, "MB": 1024, "GB": 1024**2, "TB": 1024**3, None: 8}[size[2]]
     needed = math.ceil(buffers_kb * 1.03 / page_kb) + 16  # the buffers, and PostgreSQL's other shared memory
     if free < needed:
         raise SystemExit(f"BENCH_LIFECYCLE_HUGE_PAGES=on needs about {needed:,} huge pages of {page_kb // 1024} MB free "
