@@ -28,7 +28,7 @@ import asyncpg
 
 from bench.common import cpu_model
 from worker.dev import free_port
-from worker.dev.postgres import debian_server_bin_dir, debian_server_user
+from worker.dev.debian_postgres import debian_server_bin_dir, debian_server_user
 
 KEYS = int(os.environ.get("BENCH_WALCOMP_KEYS", "6000000"))
 INSERTS = int(os.environ.get("BENCH_WALCOMP_INSERTS", "20000"))

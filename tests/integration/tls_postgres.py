@@ -22,7 +22,7 @@ from urllib.parse import quote
 import pytest
 
 from worker.dev import free_port
-from worker.dev.postgres import debian_server_bin_dir, debian_server_user
+from worker.dev.debian_postgres import debian_server_bin_dir, debian_server_user
 from worker.dev.processes import run_in_thread, spawn_child, stop_group
 
 ROLE, DATABASE = "rating", "ratings"

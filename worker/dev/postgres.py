@@ -47,27 +47,6 @@ def _pg_bin_dir() -> Path:
     )
 
 
-def debian_server_bin_dir() -> Path | None:
-    """The newest of Debian's PostgreSQL versions installed (/usr/lib/postgresql/N/bin), for what the embedded
-    server lacks (TLS, lz4); None without one."""
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
-    return found[-1].parent if found else None
-
-
-def debian_server_user() -> dict | None:
-    """subprocess' user and group for Debian's server: none to change ({}) unless we are root, which PostgreSQL
-    refuses to run as; then the package's `postgres` user, else `nobody`; None as root with neither."""
-    if os.geteuid() != 0:
-        return {}
-    import pwd
-
-    for name in ("postgres", "nobody"):
-        with contextlib.suppress(KeyError):
-            pw = pwd.getpwnam(name)
-            return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
-    return None
-
-
 def _pg_run_as() -> tuple[int, int] | None:
     """(uid, gid) to run PostgreSQL as when we are root (it refuses to run as root), else None."""
     if os.geteuid() != 0:
