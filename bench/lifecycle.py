@@ -37,8 +37,10 @@ logged whole once. BENCH_LIFECYCLE_STEADY: production (the default: at productio
 off, or only (the steady measure at production settings alone: no cold runs, no default memory; for settling
 the steady figure with more rounds in the same time). Reported per round and as medians: games/s and the
 ratio grown/empty, WAL bytes and full-page images per game, the growth of the history and of the processed
-ids (tables, TOAST and indexes) per game, all over the measured games only; once, the grown database's
-tables and indexes.
+ids (tables, TOAST and indexes) per game, the CPU a game of the worker, of PostgreSQL (and of its client
+backends: the statements, without autovacuum and the writers) and of the broker, and how busy the cores
+were (bench/cpu.py: where they are nearly all busy, the grown database's loss is the CPU it costs more, not
+waiting), all over the measured games only; once, the grown database's tables and indexes.
 
 BENCH_LIFECYCLE_QUICK=1: 200,000 ids, 400,000 history rows among 40,000 players, 20,000 games a run
 (and 20,000 of warm-up), one round: a few minutes, for development. The server is always its own (DATABASE_URL is not used).
@@ -64,7 +66,7 @@ from pathlib import Path
 
 import asyncpg
 
-from bench import grown_load
+from bench import cpu, grown_load
 from bench.common import (
     PG_SETTINGS,
     REALISTIC_PG_SETTINGS,
@@ -228,6 +230,15 @@ class Run:
     processed_bytes: float  # a game: processed_messages' growth
     checkpoints: int  # checkpoints PostgreSQL began during the measured games (none is ours)
     warmup_checkpoints: int  # ... and during the unmeasured warm-up before them (0 without one)
+    # CPU a game (us) from the first committed game to the last (bench/cpu.py): the worker process, every
+    # PostgreSQL process and the part in its client backends (the statements; the rest is autovacuum, the
+    # checkpointer, the writers), the broker; and how busy the machine's cores were meanwhile (0-1). NaN off
+    # Linux.
+    worker_cpu: float = math.nan
+    postgresql_cpu: float = math.nan
+    statements_cpu: float = math.nan
+    broker_cpu: float = math.nan
+    busy: float = math.nan
 
 
 LAST_ID = "SELECT coalesce(max(id), 0) FROM rating_changes"
@@ -244,30 +255,41 @@ async def _checkpoints(conn) -> int:
     return await conn.fetchval("SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter")
 
 
-async def _until_rated(conn, total: int, base: int, proc, label: str) -> float:
+async def _until_rated(conn, total: int, base: int, proc, label: str) -> tuple[float, dict[str, float]]:
     """Games/s from the first committed history row to the last (2 a game): `max(id)` of the history, one
     index probe, where bench/common.py until_processed's count(*) of processed ids would read 20,000,000
-    index entries every 50 ms beside the run it measures."""
-    first = n_first = None
+    index entries every 50 ms beside the run it measures; and Run's CPU fields over the same games."""
+    first = n_first = cpu_at_first = None
     last_print = progress_at = time.perf_counter()
     done_before = -1
     while True:
         done = (await conn.fetchval(LAST_ID) - base) // 2
         now = time.perf_counter()
         if done and first is None:
-            first, n_first = now, done
+            first, n_first, cpu_at_first = now, done, cpu.read([proc.pid])
         if done != done_before:
             done_before, progress_at = done, now
         if now - last_print > 2:
             print(f"  {label}: {done:,}/{total:,} games", flush=True)
             last_print = now
         if done >= total:
-            return (total - n_first) / (now - first)
+            return (total - n_first) / (now - first), _cpu_a_game(cpu.between(cpu_at_first, cpu.read([proc.pid])),
+                                                                  total - n_first)
         if proc.poll() is not None:
             raise RuntimeError(f"the worker exited ({proc.returncode}); see its log")
         if now - progress_at > 300:
             raise RuntimeError(f"no game rated for 5 minutes ({done:,}/{total:,}); see the worker's log")
         await asyncio.sleep(0.05)
+
+
+def _cpu_a_game(used: cpu.Usage | None, games: int) -> dict[str, float]:
+    """Run's CPU fields from the CPU used over `games` games (none: nothing measured)."""
+    if used is None or games <= 0 or used.wall <= 0:
+        return {}
+    us = 1e6 / games
+    return {"worker_cpu": used.processes * us, "postgresql_cpu": used.postgresql * us,
+            "statements_cpu": used.backends * us, "broker_cpu": used.broker * us,
+            "busy": used.machine / used.wall / (os.cpu_count() or 1)}
 
 
 async def _new_topic(broker, values: list[bytes]) -> str:
@@ -278,9 +300,10 @@ async def _new_topic(broker, values: list[bytes]) -> str:
     return tag
 
 
-async def _rate(conn, url: str, broker, tag: str, n: int, log: Path, label: str, settings: dict) -> float:
-    """Games/s of one worker rating the n games of topic `tag` into the database at `url`; it is stopped
-    once they are."""
+async def _rate(conn, url: str, broker, tag: str, n: int, log: Path, label: str,
+                settings: dict) -> tuple[float, dict[str, float]]:
+    """Games/s of one worker rating the n games of topic `tag` into the database at `url`, and the CPU
+    they took (`_until_rated`); the worker is stopped once they are rated."""
     base = await conn.fetchval(LAST_ID)
     proc = start_worker(worker_env(url, broker.bootstrap_servers, tag, batch_size=BATCH, **settings), log)
     try:
@@ -307,7 +330,7 @@ async def measure(pg, broker, log: Path, url: str, values: list[bytes], label: s
         base = await conn.fetchval(LAST_ID)
         sizes = await _table_sizes(conn)
         before, at_start = await io_counters(pg), await _checkpoints(conn)
-        rate = await _rate(conn, url, broker, tags[-1], len(values), log, label, settings)
+        rate, used = await _rate(conn, url, broker, tags[-1], len(values), log, label, settings)
         after, at_end = await io_counters(pg), await _checkpoints(conn)
         grown_by = [b - a for a, b in zip(sizes, await _table_sizes(conn), strict=True)]
         written = await conn.fetchval("SELECT count(*) FROM rating_changes WHERE id > $1", base)
@@ -318,13 +341,15 @@ async def measure(pg, broker, log: Path, url: str, values: list[bytes], label: s
         raise RuntimeError(f"{label}: {written:,} history rows for {n:,} games")
     wal = (after["wal_mib"] - before["wal_mib"]) * 1048576 / n if before and after else float("nan")
     fpi = (after["full_pages_logged"] - before["full_pages_logged"]) / n if before and after else float("nan")
-    return Run(rate, wal, fpi, grown_by[0] / n, grown_by[1] / n, at_end - at_start, at_start - at_checkpoint)
+    return Run(rate, wal, fpi, grown_by[0] / n, grown_by[1] / n, at_end - at_start, at_start - at_checkpoint, **used)
 
 
 def describe(run: Run) -> str:
     return (f"{run.rate:,.0f} games/s; WAL {run.wal_bytes / 1000:,.1f} kB and {run.full_pages:.2f} full pages a game; "
             f"disk a game: history {run.history_bytes:,.0f} B, processed ids {run.processed_bytes:,.0f} B; "
-            f"checkpoints begun by PostgreSQL: {run.warmup_checkpoints} in the warm-up, {run.checkpoints} measured")
+            f"checkpoints begun by PostgreSQL: {run.warmup_checkpoints} in the warm-up, {run.checkpoints} measured; "
+            f"CPU a game: worker {run.worker_cpu:,.0f}, PostgreSQL {run.postgresql_cpu:,.0f} (its backends "
+            f"{run.statements_cpu:,.0f}), broker {run.broker_cpu:,.0f} us, cores {run.busy:.0%} busy")
 
 
 def _steady_at(setting: str) -> bool:
@@ -424,9 +449,16 @@ def _checkpoints_inside(runs: list[Run], measured: str) -> str:
     return f"{warm}{sum(r.checkpoints for r in runs)} measured"
 
 
+def _cpu_cell(runs: list[Run]) -> str:
+    """Medians of the CPU a game, e.g. "62, 101 (80), 9 us (99%)"."""
+    return (f"{_median(runs, 'worker_cpu'):,.0f}, {_median(runs, 'postgresql_cpu'):,.0f} "
+            f"({_median(runs, 'statements_cpu'):,.0f}), {_median(runs, 'broker_cpu'):,.0f} us ({_median(runs, 'busy'):.0%})")
+
+
 def _print_table(results: dict[str, dict[str, dict[str, list[Run]]]]) -> None:
     print("| PostgreSQL | measure | database | games/s | grown/empty (rounds) | WAL a game | full pages a game "
-          "| history a game | processed ids a game | checkpoints begun inside |\n|---|---|---|---|---|---|---|---|---|---|")
+          "| history a game | processed ids a game | CPU a game: worker, PostgreSQL (its backends), broker (cores busy) "
+          "| checkpoints begun inside |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for setting, measures in results.items():
         for measured, runs in measures.items():
             for kind in ("empty", "grown"):
@@ -434,7 +466,7 @@ def _print_table(results: dict[str, dict[str, dict[str, list[Run]]]]) -> None:
                 print(f"| {setting} | {measured} | {kind} | {_median(r, 'rate'):,.0f} "
                       f"| {_ratios(runs) if kind == 'grown' else ''} | {_median(r, 'wal_bytes') / 1000:,.1f} kB "
                       f"| {_median(r, 'full_pages'):.2f} | {_median(r, 'history_bytes'):,.0f} B "
-                      f"| {_median(r, 'processed_bytes'):,.0f} B | {_checkpoints_inside(r, measured)} |")
+                      f"| {_median(r, 'processed_bytes'):,.0f} B | {_cpu_cell(r)} | {_checkpoints_inside(r, measured)} |")
 
 
 def _print_docs_rows(results: dict[str, dict[str, dict[str, list[Run]]]], plan: Plan, command: str) -> None:
@@ -449,7 +481,8 @@ def _print_docs_rows(results: dict[str, dict[str, dict[str, list[Run]]]], plan: 
                   f"{_median(g, 'wal_bytes') / 1000:,.1f} vs {_median(e, 'wal_bytes') / 1000:,.1f} kB and "
                   f"{_median(g, 'full_pages'):.2f} vs {_median(e, 'full_pages'):.2f} full pages a game; disk "
                   f"{_median(g, 'history_bytes'):,.0f} B history + {_median(g, 'processed_bytes'):,.0f} B processed "
-                  f"ids a game (medians) | `{command}` |")
+                  f"ids a game; CPU a game (worker, PostgreSQL (its backends), broker; cores busy) {_cpu_cell(g)} vs {_cpu_cell(e)} "
+                  f"(medians) | `{command}` |")
 
 
 def report(results: dict[str, dict[str, dict[str, list[Run]]]], plan: Plan, seconds: float) -> None:
