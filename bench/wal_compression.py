@@ -65,8 +65,13 @@ def _run(command: list, what: str, log: Path | None = None, **kw) -> None:
     if done.returncode != 0:
         text = log.read_text(errors="replace") if log and log.exists() else done.stderr or done.stdout
         lines = text.strip().splitlines()
-        detail = [line for line in lines if "FATAL" in line or "ERROR" in line] or lines
-        raise SystemExit(f"wal-compression: {what} failed: {detail[-1] if detail else done.returncode}")
+        raise SystemExit(f"wal-compression: {what} failed: {_last_error(text) or (lines or [done.returncode])[-1]}")
+
+
+def _last_error(text: str) -> str:
+    """The last FATAL or ERROR line of a server's output ("" for none)."""
+    errors = [line for line in text.strip().splitlines() if "FATAL" in line or "ERROR" in line]
+    return errors[-1] if errors else ""
 
 
 async def _insert(conn, table: str) -> tuple[float, int, int]:
@@ -122,7 +127,9 @@ def report(runs: dict, version: str) -> None:
             if name != table:
                 continue
             s, fpi, wal = (statistics.median(r[i] for r in rows) for i in range(3))
-            print(f"| {table} | {method} | {s * 1000:,.0f} | {fpi:,.0f} | {(s - off) / fpi * 1e6:,.0f} "
+            # no full page logged (a checkpoint that did not take, say): nothing to divide the time among
+            per_page = f"{(s - off) / fpi * 1e6:,.0f}" if fpi else "-"
+            print(f"| {table} | {method} | {s * 1000:,.0f} | {fpi:,.0f} | {per_page} "
                   f"| {wal / 1e6:,.1f} MB | {wal / off_wal:.2f} |")
 
 
@@ -139,8 +146,15 @@ def main() -> None:
         _run([bin_dir / "pg_ctl", "-D", data, "-l", base / "log", "-w", "-o", options, "start"],
              "starting PostgreSQL", base / "log", **as_postgres)
         url = f"postgresql://postgres@/postgres?host={base}&port={port}"
-        version = asyncio.run(_version(url))
-        report(asyncio.run(measure(url)), version)
+        try:
+            version = asyncio.run(_version(url))
+            runs = asyncio.run(measure(url))
+        except (OSError, asyncpg.PostgresError) as exc:  # the server went away or refused a statement
+            log = base / "log"
+            said = _last_error(log.read_text(errors="replace")) if log.exists() else ""
+            cause = f"; the server: {said}" if said else ""
+            raise SystemExit(f"wal-compression: measuring failed: {exc!r}{cause}") from None
+        report(runs, version)
     finally:
         subprocess.run([bin_dir / "pg_ctl", "-D", data, "-m", "fast", "stop"], capture_output=True, **as_postgres)
         shutil.rmtree(base, ignore_errors=True)
