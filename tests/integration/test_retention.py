@@ -16,9 +16,10 @@ from dataclasses import replace
 import asyncpg
 import pytest
 
-from tests.integration.harness import captured_logs, http_get, metric_samples, worker_env
+from tests.integration.harness import captured_logs, http_get, metric_samples, worker_config, worker_env
 from tests.unit.test_unrated_reasons import scenario
 from worker.commands.replay import replay
+from worker.commands.run import run_service
 from worker.config import Config, ConfigError
 from worker.dev.api import ApiServer
 from worker.dev.processes import free_port
@@ -290,6 +291,30 @@ async def make_topic(broker, retention_ms: int | None) -> str:
     finally:
         await client.close()
     return name
+
+
+async def test_the_worker_as_run_removes_expired_ids(database_url, broker, topics):
+    # The task above, as `rating-worker run` starts it (a side task of the pipeline): ids past the
+    # default window go, those within it stay, and the metric counts them.
+    conn = await asyncpg.connect(database_url)
+    try:
+        await add_ids(conn, "old-", 3, Config.dedupe_window_days + 1)
+        await add_ids(conn, "kept-", 2, Config.dedupe_window_days - 1)
+        metrics, stop = Metrics(), asyncio.Event()
+        cfg = worker_config(database_url, broker, topics, retention_interval_s=1)
+        worker = asyncio.create_task(run_service(cfg, stop_event=stop, metrics=metrics, install_signals=False))
+        try:
+            deadline = asyncio.get_running_loop().time() + 60
+            while await ids(conn) != {"kept-1", "kept-2"}:
+                assert not worker.done(), worker
+                assert asyncio.get_running_loop().time() < deadline, await ids(conn)
+                await asyncio.sleep(0.2)
+        finally:
+            stop.set()
+            assert await asyncio.wait_for(worker, 60) == 0
+        assert metrics.retention_removed.labels("processed_messages")._value.get() == 3
+    finally:
+        await conn.close()
 
 
 async def test_a_window_shorter_than_the_topics_retention_is_refused_at_start(broker, database_url, topics, workers):

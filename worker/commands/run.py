@@ -174,7 +174,7 @@ async def run_service(
             log(logger, logging.INFO, "worker stopped before it started (a stop was asked for while connecting "
                 "to the database)")
             return 0
-        pipeline = Pipeline(cfg, store, metrics, health)
+        pipeline = Pipeline(cfg, store, metrics, health, retention=True)  # the store is PostgreSQL's
         if not stopping.is_set():
             try:
                 await pipeline.start()

@@ -49,7 +49,6 @@ from worker.pipeline.retention import Retention, check_topic_retention
 from worker.pipeline.retry import Abandoned, Retrier, Stopping
 from worker.pipeline.tasks import SideTasks
 from worker.store.base import StateStore
-from worker.store.postgres import PostgresStore
 
 __all__ = ["Pipeline"]
 
@@ -62,7 +61,10 @@ REJOIN_S = 1.0  # the first wait after the group refused this worker (then longe
 
 
 class Pipeline:
-    def __init__(self, config: Config, store: StateStore, metrics: Metrics, health: HealthServer | None = None):
+    def __init__(self, config: Config, store: StateStore, metrics: Metrics, health: HealthServer | None = None,
+                 *, retention: bool = False):
+        """`retention`: run the retention side task (worker.pipeline.retention) on config.database_url, the
+        database `store` keeps its state in; off for a store of another kind (tests with a memory store)."""
         self.config = config
         self.store = store
         self.metrics = metrics
@@ -83,7 +85,8 @@ class Pipeline:
         self.relay: Relay | None = None
         self.lag: LagMonitor | None = None
         self.probe: BrokerProbe | None = None
-        self.retention: Retention | None = None  # PostgreSQL's only
+        self._keeps_retention = retention
+        self.retention: Retention | None = None  # from start(), when asked for
         self.started = False
         self.abandoned = 0  # batches given up uncommitted (stop or rebalance during an outage)
         self._launched = 0
@@ -129,7 +132,7 @@ class Pipeline:
         await self.retrier.broker("start producer", self.producer.start, interruptible=True)
         await self.retrier.broker("start consumer", self.consumer.start, interruptible=True)
         await check_topic_retention(c)  # ConfigError: DEDUPE_WINDOW_DAYS shorter than the topics keep records
-        if isinstance(self.store, PostgresStore):
+        if self._keeps_retention:
             self.retention = Retention(c, self.metrics, self.retrier)
         self.consumer.subscribe(list(c.kafka_input_topics), listener=FinishBatchesBeforeRevoke(self))
         self.started = True
