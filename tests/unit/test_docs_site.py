@@ -42,6 +42,6 @@ def test_a_broken_link_fails_the_build(tmp_path, broken):
     page.write_text(page.read_text(encoding="utf-8") + f"\n{broken}\n", encoding="utf-8")
     config = tmp_path / "mkdocs.yml"
     # The project's own configuration, read from the copy's docs (hooks and theme as they are).
-    config.write_text(f"INHERIT: {ROOT / 'mkdocs.yml'}\ndocs_dir: {docs}\nhooks:\n  - {ROOT / 'mkdocs_hooks.py'}\n")
+    config.write_text(f"INHERIT: {ROOT / 'mkdocs.yml'}\ndocs_dir: {docs}\nhooks:\n  - {ROOT / 'docs' / 'hooks.py'}\n")
     done = build(config, tmp_path / "site")
     assert done.returncode != 0, f"{broken} was not reported"

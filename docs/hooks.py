@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]  # the repository
 LOG = logging.getLogger("mkdocs.plugins.rating_worker")
 # An inline link or image: [text](target) or [text](target "title"); the target has no spaces.
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
