@@ -2,7 +2,8 @@
 PostgreSQL (every `postgres` process, with the backends its postmaster has reaped), of the embedded broker
 (`tansu`), and of the whole machine (/proc/stat), so that a figure can say where a game's CPU goes.
 PostgreSQL's is also split: its client backends (the statements) against the rest (autovacuum, the
-checkpointer, the background and WAL writers, the I/O workers, and every process that exited in between).
+checkpointer, the background and WAL writers, the I/O workers, and every process that exited in between),
+told apart by process title (with `update_process_title = off` every process counts as the rest).
 
 On 2 cores the worker, PostgreSQL and the broker share the CPU: a limit that assumes the worker's Python
 and PostgreSQL overlap perfectly holds only while their CPU together fits in the cores (bench/limit.py).
