@@ -103,6 +103,19 @@ def test_every_example_of_an_input_type_is_a_message_the_worker_accepts(message_
         assert decode(json.dumps(envelope).encode()).type == message_type
 
 
+@pytest.mark.parametrize("message_type", TYPES[:-1])
+def test_a_type_declared_without_a_ref_decodes_to_none(message_type):
+    """worker.contract.types.WITHOUT_REF (how the history is searched for a message's changes) says what the
+    decoders do: no ref exactly for those types."""
+    from worker.contract.decode import decode
+    from worker.contract.types import WITHOUT_REF
+
+    for data in examples(section_for(f"`{message_type}`")):
+        envelope = {"specversion": "1.0", "id": "example", "source": "/docs", "type": message_type,
+                    "time": "2026-12-01T00:00:00Z", "data": data}
+        assert (decode(json.dumps(envelope).encode()).ref is None) == (message_type in WITHOUT_REF)
+
+
 def test_the_output_example_is_valid_against_its_schema():
     import jsonschema
 

@@ -18,7 +18,7 @@ from typing import Any
 from worker.contract import payloads
 from worker.contract.fastcheck import game_surely_valid
 
-__all__ = ["INPUTS", "INPUT_TYPES", "OUTPUT_TYPE", "InputType", "default_topics"]
+__all__ = ["INPUTS", "INPUT_TYPES", "OUTPUT_TYPE", "WITHOUT_REF", "InputType", "default_topics"]
 
 
 @dataclass(frozen=True)
@@ -28,18 +28,21 @@ class InputType:
     build: Callable[[dict], tuple[Any, float, str, str | None]]
     default_topic: str | None
     surely_valid: Callable[[dict], bool] | None = None
+    has_ref: bool = True  # its changes carry a `cause.ref` (a game, competition, puzzle or list); else null
 
 
 INPUTS: tuple[InputType, ...] = (
     InputType("game.finished", "finished_at", payloads.game_finished, "games.finished", game_surely_valid),
     InputType("event.finished", "finished_at", payloads.event_finished, "events.finished"),
     InputType("puzzle.attempted", "attempted_at", payloads.puzzle_attempted, "puzzles.attempted"),
-    InputType("account.closed", "closed_at", payloads.account_closed, "accounts.closed"),
-    InputType("rating.imported", "imported_at", payloads.rating_imported, "ratings.imported"),
+    InputType("account.closed", "closed_at", payloads.account_closed, "accounts.closed", has_ref=False),
+    InputType("rating.imported", "imported_at", payloads.rating_imported, "ratings.imported", has_ref=False),
     # a FIDE list, once a month: to any input topic (`rating-worker fide close-period` sends it to events.finished)
     InputType("rating.period_closed", "closed_at", payloads.period_closed, None),
 )
 INPUT_TYPES: tuple[str, ...] = tuple(t.name for t in INPUTS)
+#: the types whose changes have no `cause.ref`: found in the history by their source and id
+WITHOUT_REF: frozenset[str] = frozenset(t.name for t in INPUTS if not t.has_ref)
 OUTPUT_TYPE = "rating.changed"
 
 
