@@ -100,14 +100,16 @@ async def test_migrating_converts_the_months_and_keeps_the_old_historys_index(po
     try:
         indexes = await _indexes(conn)
         before = next(m for m in indexes if m.startswith("rating_changes_before_"))
+        assert f"{before}_unreferenced" in indexes[before]  # 0015's, the old history's too
         assert f"{before}_cause_ref" in indexes.pop(before)
-        assert indexes and all(names == [f"{m}_cause_day", f"{m}_key_version", f"{m}_pkey"]
-                               for m, names in indexes.items()), indexes
+        assert indexes and all(names == [f"{m}_cause_day", f"{m}_key_version", f"{m}_pkey", f"{m}_unreferenced"]
+                               for m, names in indexes.items()), indexes  # and 0015's index
         assert await conn.fetchval(QUERIES["messages_with_ref"], "old-game-1") is not None
         # A month made from now on has the same three.
         await conn.execute("SELECT rating_changes_add_month('2031-05-01')")
         assert (await _indexes(conn))["rating_changes_2031_05"] == [
-            "rating_changes_2031_05_cause_day", "rating_changes_2031_05_key_version", "rating_changes_2031_05_pkey"]
+            "rating_changes_2031_05_cause_day", "rating_changes_2031_05_key_version", "rating_changes_2031_05_pkey",
+            "rating_changes_2031_05_unreferenced"]
     finally:
         await conn.close()
 

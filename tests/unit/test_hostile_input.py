@@ -436,7 +436,8 @@ def _modules():
 _SERVER_BUILT = {"months_detach", "months_detach_finalize"}
 # The migrations that run dynamic SQL, and why: DDL on the history's months, whose names are values.
 _DYNAMIC_MIGRATIONS = {"0012_history_partitions.sql": "a month's table, indexes, ATTACH, and `history`'s statements",
-                       "0014_cause_day.sql": "a month's indexes, and the existing months' index of causes"}
+                       "0014_cause_day.sql": "a month's indexes, and the existing months' index of causes",
+                       "0015_unreferenced_causes.sql": "a month's index of causes without a ref, new and existing"}
 _FORMAT_SPEC = re.compile(r"%(?:[0-9]+\$)?-?[0-9*]*(.)")
 
 

@@ -46,7 +46,7 @@ async def message(request: Request) -> Response:
         row = await reads.message_processed(source, message_id)
         records, left_out = [], []
         if row is not None:
-            records = await reads.message_records(source, message_id, row["ref"])
+            records = await reads.message_records(source, message_id, row["ref"], row["type"])
             left_out = await reads.message_unrated(source, message_id)
     if row is None:
         return json_response(request, {

@@ -25,7 +25,7 @@ async def message(args: argparse.Namespace) -> int:
         row = await reads.message_processed(args.source, args.id)
         changes, left_out = [], []
         if row is not None:
-            changes = await reads.message_changes(args.source, args.id, row["ref"])
+            changes = await reads.message_changes(args.source, args.id, row["ref"], row["type"])
             left_out = await reads.message_unrated(args.source, args.id)
     finally:
         await conn.close()

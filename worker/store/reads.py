@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from worker.contract.types import WITHOUT_REF
 from worker.ratings.state import RatingState
 from worker.store.queries import QUERIES
 
@@ -70,10 +71,15 @@ class OperatorReads:
         """The processed message's row, or None: never processed."""
         return await self.db.fetchrow(QUERIES["message_processed"], source, message_id)
 
-    async def message_changes(self, source: str, message_id: str, ref: str | None):
-        """The rating changes it caused: by its ref (a game, competition or puzzle id) when it has one."""
+    async def message_changes(self, source: str, message_id: str, ref: str | None, message_type: str):
+        """The rating changes it caused (`message_processed`'s `ref` and `type`): by its ref (a game,
+        competition, puzzle or list); by its source and id in the months' index of causes without a ref
+        (migration 0015) for a type that has none; for a message processed before migration 0005, which did
+        not keep its ref, by a scan of the history."""
         if ref is not None:
             return await self.db.fetch(QUERIES["message_changes_by_ref"], source, message_id, ref)
+        if message_type in WITHOUT_REF:
+            return await self.db.fetch(QUERIES["message_changes_without_ref"], source, message_id)
         return await self.db.fetch(QUERIES["message_changes_by_cause"], source, message_id)
 
     async def message_unrated(self, source: str, message_id: str):
@@ -135,10 +141,12 @@ class OperatorReads:
         return await self.db.fetch(QUERIES["rating_history"], player_id, system, category, after_version, since,
                                    until, limit)
 
-    async def message_records(self, source: str, message_id: str, ref: str | None):
-        """The history rows a message caused, to rebuild their rating.changed."""
+    async def message_records(self, source: str, message_id: str, ref: str | None, message_type: str):
+        """The history rows a message caused, to rebuild their rating.changed (found as `message_changes`)."""
         if ref is not None:
             return await self.db.fetch(QUERIES["message_records_by_ref"], source, message_id, ref)
+        if message_type in WITHOUT_REF:
+            return await self.db.fetch(QUERIES["message_records_without_ref"], source, message_id)
         return await self.db.fetch(QUERIES["message_records_by_cause"], source, message_id)
 
     async def messages_with_ref(self, ref: str):

@@ -633,10 +633,19 @@ FROM published_changes
 WHERE cause_ref = $3 AND cause_source = $1 AND cause_id = $2
 ORDER BY player_id, system, category, version;
 
+-- name: message_changes_without_ref
+-- $1 source, $2 id: the rating changes caused by a message of a type without a ref (an import, a fair-play
+-- closure; worker.contract.types.WITHOUT_REF), found by each month's index of such causes (migration
+-- 0015). As published.
+SELECT player_id, system, category, version, before_rating, after_rating AS rating, delta, changed_at
+FROM published_changes
+WHERE cause_source = $1 AND cause_id = $2 AND cause_ref IS NULL
+ORDER BY player_id, system, category, version;
+
 -- name: message_changes_by_cause
--- $1 source, $2 id: the rating changes caused by a message without a ref (an import, a fair-play
--- closure). No index covers the cause: a scan of the history, rare and read-only (an operator's question).
--- As published.
+-- $1 source, $2 id: the rating changes caused by a message processed before migration 0005, which kept no
+-- ref with the processed id. No index covers the cause: a scan of the history, for such old messages only
+-- (an operator's question, read-only). As published.
 SELECT player_id, system, category, version, before_rating, after_rating AS rating, delta, changed_at
 FROM published_changes
 WHERE cause_source = $1 AND cause_id = $2
@@ -722,9 +731,22 @@ FROM rating_changes AS r
 WHERE r.cause_ref = $3 AND r.cause_source = $1 AND r.cause_id = $2
 ORDER BY r.player_id, r.system, r.category, r.version;
 
+-- name: message_records_without_ref
+-- $1 source, $2 id: the history rows of a message of a type without a ref (an import, a fair-play
+-- closure), as message_changes_without_ref (migration 0015's index), with what rebuilds each rating.changed.
+SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version, r.rating, r.delta,
+       r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
+       extract(epoch FROM r.changed_at)::float8 AS changed_at,
+       r.before_rating, r.before_rd, r.before_volatility, r.after_rating, r.after_rd,
+       r.after_volatility, r.provisional, r.floor, r.games, r.cause_time, r.inactive,
+       r.parameters
+FROM rating_changes AS r
+WHERE r.cause_source = $1 AND r.cause_id = $2 AND r.cause_ref IS NULL
+ORDER BY r.player_id, r.system, r.category, r.version;
+
 -- name: message_records_by_cause
--- $1 source, $2 id: the history rows of a message without a ref (an import, a fair-play closure): a
--- scan of the history, as message_changes_by_cause.
+-- $1 source, $2 id: the history rows of a message processed before migration 0005 (no ref kept with its
+-- processed id): a scan of the history, as message_changes_by_cause.
 SELECT r.id, r.payload, r.event_id, r.player_id, r.system, r.category, r.version, r.rating, r.delta,
        r.cause_type, r.cause_source, r.cause_id, r.cause_ref,
        extract(epoch FROM r.changed_at)::float8 AS changed_at,
