@@ -152,6 +152,16 @@ async def schema_before(url: str, version: int) -> None:
         await conn.close()
 
 
+async def history_indexes(conn) -> dict[str, list[str]]:
+    """Each partition of the history (a month) -> its indexes' names, sorted."""
+    found: dict[str, list[str]] = {}
+    for r in await conn.fetch("SELECT c.relname AS month, i.indexrelid::regclass::text AS index FROM pg_inherits AS h "
+                              "JOIN pg_class AS c ON c.oid = h.inhrelid JOIN pg_index AS i ON i.indrelid = c.oid "
+                              "WHERE h.inhparent = 'rating_changes'::regclass ORDER BY 1, 2"):
+        found.setdefault(r["month"], []).append(r["index"])
+    return found
+
+
 def migrations_from(version: int) -> list[str]:
     """What migrating a database of `schema_before(url, version)` applies: that migration and every later one."""
     return [m.name for m in available_migrations() if m.version >= version]

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from tests.integration.harness import empty_database, migrations_from, schema_before
+from tests.integration.harness import empty_database, history_indexes, migrations_from, schema_before
 from worker.store.migrate import MigrationError, migrate
 from worker.store.queries import QUERIES
 
@@ -32,16 +32,6 @@ async def _history(conn, games: int, first: datetime) -> None:
         for side in ("w", "b"):
             rows.append((f"e{g}{side}", f"{side}{g % 50}", g // 50 + 1, f"m{g}", f"game-{g}", at))
     await conn.executemany(INSERT, rows)
-
-
-async def _indexes(conn) -> dict[str, list[str]]:
-    """partition -> its indexes' names, sorted."""
-    found: dict[str, list[str]] = {}
-    for r in await conn.fetch("SELECT c.relname AS month, i.indexrelid::regclass::text AS index FROM pg_inherits AS h "
-                              "JOIN pg_class AS c ON c.oid = h.inhrelid JOIN pg_index AS i ON i.indrelid = c.oid "
-                              "WHERE h.inhparent = 'rating_changes'::regclass ORDER BY 1, 2"):
-        found.setdefault(r["month"], []).append(r["index"])
-    return found
 
 
 async def test_change_day_is_the_utc_day(database_url):
@@ -98,7 +88,7 @@ async def test_migrating_converts_the_months_and_keeps_the_old_historys_index(po
     assert await migrate(url) == migrations_from(14)
     conn = await asyncpg.connect(url)
     try:
-        indexes = await _indexes(conn)
+        indexes = await history_indexes(conn)
         before = next(m for m in indexes if m.startswith("rating_changes_before_"))
         assert f"{before}_unreferenced" in indexes[before]  # 0015's, the old history's too
         assert f"{before}_cause_ref" in indexes.pop(before)
@@ -107,7 +97,7 @@ async def test_migrating_converts_the_months_and_keeps_the_old_historys_index(po
         assert await conn.fetchval(QUERIES["messages_with_ref"], "old-game-1") is not None
         # A month made from now on has the same three.
         await conn.execute("SELECT rating_changes_add_month('2031-05-01')")
-        assert (await _indexes(conn))["rating_changes_2031_05"] == [
+        assert (await history_indexes(conn))["rating_changes_2031_05"] == [
             "rating_changes_2031_05_cause_day", "rating_changes_2031_05_key_version", "rating_changes_2031_05_pkey",
             "rating_changes_2031_05_unreferenced"]
     finally:
@@ -137,7 +127,7 @@ async def test_an_index_built_beforehand_is_kept_and_a_failed_one_stops_the_migr
             conn = await asyncpg.connect(url)
             try:
                 assert await conn.fetchval(f"SELECT '{month}_cause_day'::regclass::oid") == oid  # not built again
-                assert f"{month}_cause_ref" not in (await _indexes(conn))[month]
+                assert f"{month}_cause_ref" not in (await history_indexes(conn))[month]
             finally:
                 await conn.close()
         else:
@@ -145,6 +135,6 @@ async def test_an_index_built_beforehand_is_kept_and_a_failed_one_stops_the_migr
                 await migrate(url)
             conn = await asyncpg.connect(url)
             try:
-                assert f"{month}_cause_ref" in (await _indexes(conn))[month]  # nothing dropped
+                assert f"{month}_cause_ref" in (await history_indexes(conn))[month]  # nothing dropped
             finally:
                 await conn.close()

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from tests.integration.harness import empty_database, migrations_from, schema_before
+from tests.integration.harness import empty_database, history_indexes, migrations_from, schema_before
 from worker.store.migrate import MigrationError, migrate
 from worker.store.queries import QUERIES
 from worker.store.reads import OperatorReads
@@ -41,16 +41,6 @@ async def _history(conn) -> None:
             rows.append((f"i{p}{side}", f"{side}{p}", 5, "rating.imported", "/import", f"imp-{side}{p}", None,
                          FIRST + timedelta(days=1)))
     await conn.executemany(INSERT, rows)
-
-
-async def _indexes(conn) -> dict[str, list[str]]:
-    """partition -> its indexes' names, sorted."""
-    found: dict[str, list[str]] = {}
-    for r in await conn.fetch("SELECT c.relname AS month, i.indexrelid::regclass::text AS index FROM pg_inherits AS h "
-                              "JOIN pg_class AS c ON c.oid = h.inhrelid JOIN pg_index AS i ON i.indrelid = c.oid "
-                              "WHERE h.inhparent = 'rating_changes'::regclass ORDER BY 1, 2"):
-        found.setdefault(r["month"], []).append(r["index"])
-    return found
 
 
 @pytest.mark.parametrize("name", ["message_changes_without_ref", "message_records_without_ref"])
@@ -99,13 +89,13 @@ async def test_migrating_gives_every_month_the_index(postgres):
     assert await migrate(url) == migrations_from(15)
     conn = await asyncpg.connect(url)
     try:
-        indexes = await _indexes(conn)
+        indexes = await history_indexes(conn)
         assert len(indexes) >= 3 and all(f"{m}_unreferenced" in names for m, names in indexes.items()), indexes
         assert [r["player_id"] for r in await conn.fetch(QUERIES["message_changes_without_ref"], "/import", "imp-w7")
                 ] == ["w7"]
         # A month made from now on has it too.
         await conn.execute("SELECT rating_changes_add_month('2031-05-01')")
-        assert "rating_changes_2031_05_unreferenced" in (await _indexes(conn))["rating_changes_2031_05"]
+        assert "rating_changes_2031_05_unreferenced" in (await history_indexes(conn))["rating_changes_2031_05"]
     finally:
         await conn.close()
 
@@ -138,6 +128,6 @@ async def test_an_index_built_beforehand_is_kept_and_a_failed_one_stops_the_migr
             conn = await asyncpg.connect(url)
             try:  # nothing built: not this month's, nor any other's
                 assert not any(i.endswith("_unreferenced") and not i.startswith(MONTH)
-                               for names in (await _indexes(conn)).values() for i in names)
+                               for names in (await history_indexes(conn)).values() for i in names)
             finally:
                 await conn.close()
