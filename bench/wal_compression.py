@@ -51,7 +51,7 @@ def server_bin_dir() -> Path:
 
 
 def _as_postgres() -> dict:
-    """subprocess' user and group for the server (worker.dev.postgres.debian_server_user)."""
+    """subprocess' user and group for the server (worker.dev.debian_postgres.debian_server_user)."""
     run_as = debian_server_user()
     if run_as is None:
         raise SystemExit("wal-compression: running as root, and there is no `postgres` or `nobody` user to run "

@@ -50,7 +50,7 @@ def make_server_certificate(folder: Path, ca: str) -> None:
 
 
 def _run_as() -> dict:
-    """Popen's user and group to run the server as (worker.dev.postgres.debian_server_user)."""
+    """Popen's user and group to run the server as (worker.dev.debian_postgres.debian_server_user)."""
     run_as = debian_server_user()
     if run_as is None:
         pytest.skip("running as root, and there is no `postgres` or `nobody` user to run PostgreSQL as")
